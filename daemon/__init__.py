@@ -1,0 +1,8 @@
+"""Commonroom: a self-hostable community service for the AT Protocol."""
+
+__version__ = "0.1.0"
+
+import pluggy as _pluggy
+
+#: Decorator for plugin hook implementations: ``@hookimpl def cr_routes(app): ...``
+hookimpl = _pluggy.HookimplMarker("commonroom")

@@ -1,0 +1,190 @@
+"""The Application: config, plugins, store, clock, outbound HTTP, background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Coroutine, Iterable
+
+import pluggy
+import tornado.web
+
+from daemon.clock import Clock
+from daemon.config import Config, ConfigError
+from daemon.http import HealthHandler, NotFoundHandler
+from daemon.plugins import build_plugin_manager, call_hook
+from daemon.ratelimit import RateLimiter
+from daemon.secretbox import SecretBox, parse_key
+from store.db import Database
+from store.migrate import CORE_MIGRATIONS, migrate
+
+log = logging.getLogger("commonroom")
+
+
+def load_config(path: str | os.PathLike[str], *, extra_plugins: Iterable[Any] = (),
+                load_entry_points: bool = True) -> tuple[Config, pluggy.PluginManager]:
+    """Read `config.yaml` with the sections of the plugins it enables."""
+    disabled = Config.peek_disabled_plugins(path)
+    pm = build_plugin_manager(disabled, extra_plugins, load_entry_points)
+    return Config.load(path, plugin_sections(pm), frozenset(disabled)), pm
+
+
+def plugin_sections(pm: pluggy.PluginManager) -> dict[str, type]:
+    sections: dict[str, type] = {}
+    for result in pm.hook.cr_config_section():
+        if result:
+            name, section_type = result
+            if name in sections:
+                raise ConfigError(f"two plugins declare the config section {name!r}")
+            sections[name] = section_type
+    return sections
+
+
+def migration_components(pm: pluggy.PluginManager) -> list[tuple[str, str | Path]]:
+    components: list[tuple[str, str | Path]] = [("core", CORE_MIGRATIONS)]
+    for result in pm.hook.cr_migrations():
+        if result:
+            components.append(result)
+    return components
+
+
+def load_secret_key(config: Config) -> SecretBox:
+    """The key that seals secrets at rest: from config, or generated into the state dir."""
+    previous = tuple(parse_key(k) for k in config.previous_secret_keys)
+    if config.secret_key:
+        try:
+            return SecretBox(parse_key(config.secret_key), previous)
+        except ValueError as exc:
+            raise ConfigError(str(exc), "secret_key") from None
+    path = config.state_dir / "secret_key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        log.warning("no secret_key configured: generated one into %s. Back it up: without it the "
+                    "stored credentials cannot be decrypted.", path)
+    return SecretBox(parse_key(path.read_text()), previous)
+
+
+class Application(tornado.web.Application):
+    """The daemon's Tornado application. State hangs off this object."""
+
+    def __init__(self, config: Config, pm: pluggy.PluginManager, db: Database,
+                 clock: Clock | None = None) -> None:
+        super().__init__(default_handler_class=NotFoundHandler, compress_response=False,
+                         xsrf_cookies=False)
+        self.config = config
+        self.pm = pm
+        self.db = db
+        self.clock = clock or Clock()
+        self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
+        self.secrets = load_secret_key(config)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._http: Any = None
+        self.state: dict[str, Any] = {}  # per-plugin state, keyed by plugin name
+
+    # ---------------------------------------------------------------- outbound HTTP
+
+    @property
+    def http(self) -> Any:
+        """A shared `httpx.AsyncClient` for outbound calls (PDS, identity, OAuth)."""
+        if self._http is None:
+            import httpx
+            self._http = httpx.AsyncClient(
+                timeout=self.config.atproto.request_timeout_seconds, follow_redirects=False,
+                headers={"User-Agent": "commonroom"},
+                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+        return self._http
+
+    # ---------------------------------------------------------------- background work
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        """Run `coro` as a background task owned by the app (cancelled at shutdown)."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("background task %s failed", t.get_name(), exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    # ---------------------------------------------------------------- in-flight requests
+
+    def inflight_started(self) -> None:
+        self._inflight += 1
+        self._idle.clear()
+
+    def inflight_finished(self) -> None:
+        self._inflight -= 1
+        if self._inflight <= 0:
+            self._inflight = 0
+            self._idle.set()
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait until no request is in flight; False if `timeout` passed first."""
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            log.warning("%d request(s) still running after %.0f s; stopping anyway",
+                        self._inflight, timeout)
+            return False
+
+    async def shutdown(self) -> None:
+        timeout = self.config.server.shutdown_timeout_seconds
+        try:
+            await asyncio.wait_for(call_hook(self.pm.hook.cr_shutdown, app=self), timeout)
+        except asyncio.TimeoutError:
+            log.warning("plugins did not stop within %.0f s", timeout)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+        await self.db.close()
+
+    # ---------------------------------------------------------------- logging
+
+    def log_request(self, handler: tornado.web.RequestHandler) -> None:
+        status = handler.get_status()
+        level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
+        logging.getLogger("commonroom.access").log(
+            level, "%d %s %s %.1fms", status, handler.request.method, handler.request.uri,
+            1000.0 * handler.request.request_time())
+
+
+async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
+                     start: bool = True) -> Application:
+    """Open and migrate the store, build the routes, start the plugins' background work."""
+    db = Database(config.database_path, read_connections=config.storage.read_connections,
+                  busy_timeout_ms=config.storage.busy_timeout_ms)
+    await db.open()
+    try:
+        await migrate(db, migration_components(pm))
+        app = Application(config, pm, db, clock)
+        routes: list[tuple] = [(r"/health", HealthHandler)]
+        for contributed in pm.hook.cr_routes(app=app):
+            routes.extend(contributed or [])
+        patterns = [r[0] for r in routes]
+        duplicates = {p for p in patterns if patterns.count(p) > 1}
+        if duplicates:
+            raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
+        app.add_handlers(r".*", routes)
+    except BaseException:
+        await db.close()
+        raise
+    if start:
+        await call_hook(pm.hook.cr_startup, app=app)
+    return app

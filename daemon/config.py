@@ -1,0 +1,291 @@
+"""Configuration: `config.yaml` becomes one frozen, typed object at start-up.
+
+Every section is a frozen dataclass. Loading checks each key and type and names the
+key path in the error (`server.port: expected an integer, got 'eighty'`). A string
+value may be written as `{$env: NAME}` or `{$file: PATH}` so secrets stay out of the
+file (`$file` fits systemd's `LoadCredential=`). Plugins declare their own section
+through the `cr_config_section` hook; each receives and validates only its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+
+class ConfigError(Exception):
+    """A configuration problem, with the key path it concerns."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+# --------------------------------------------------------------------- sections
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    base_url: str = "http://127.0.0.1:8080"
+    trusted_proxies: tuple[str, ...] = ()
+    max_body_bytes: int = 64 * 1024
+    max_upload_bytes: int = 1024 * 1024
+    shutdown_timeout_seconds: float = 15.0
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+
+@dataclass(frozen=True)
+class StorageConfig:
+    state_dir: str = ".state"
+    database: str = "commonroom.sqlite3"
+    read_connections: int = 2
+    busy_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    requests: int = 100
+    window_seconds: float = 60.0
+
+
+@dataclass(frozen=True)
+class RateLimitsConfig:
+    api: RateLimit = RateLimit(100, 60.0)
+    auth: RateLimit = RateLimit(20, 900.0)
+    max_tracked_keys: int = 100_000
+
+
+@dataclass(frozen=True)
+class SessionsConfig:
+    lifetime_seconds: int = 30 * 24 * 3600
+    idle_timeout_seconds: int = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class AtprotoConfig:
+    plc_url: str = "https://plc.directory"
+    namespace: str = "community.commonroom"
+    resolve_handles_via_pds: str | None = None
+    pds_url: str | None = None
+    invite_code: str | None = None
+    identity_cache_seconds: int = 3600
+    request_timeout_seconds: float = 10.0
+    max_retries: int = 2
+    allow_insecure_http: bool = False
+
+
+@dataclass(frozen=True)
+class PluginsConfig:
+    disabled: tuple[str, ...] = ()
+
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+@dataclass(frozen=True)
+class Config:
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    secret_key: str | None = None
+    previous_secret_keys: tuple[str, ...] = ()
+    rate_limits: RateLimitsConfig = RateLimitsConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    atproto: AtprotoConfig = AtprotoConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    log_level: LogLevel = "info"
+    # Not keys of the file: where it was read from, and the plugins' own sections.
+    base_dir: str = field(default=".", metadata={"internal": True})
+    plugin_sections: Mapping[str, Any] = field(default_factory=dict, metadata={"internal": True})
+
+    # ---------------------------------------------------------------- helpers
+
+    @property
+    def state_dir(self) -> Path:
+        return (Path(self.base_dir) / self.storage.state_dir).resolve()
+
+    @property
+    def database_path(self) -> Path:
+        return self.state_dir / self.storage.database
+
+    def plugin(self, name: str) -> Any:
+        """The parsed config section of plugin `name` (its dataclass)."""
+        return self.plugin_sections[name]
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    # ---------------------------------------------------------------- loading
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], plugin_sections: Mapping[str, type] | None = None,
+             disabled_sections: frozenset[str] = frozenset()) -> "Config":
+        """Read and validate a YAML file. See `from_mapping`."""
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text()) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {p}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{p} is not valid YAML: {exc}") from None
+        return cls.from_mapping(raw, base_dir=p.parent, plugin_sections=plugin_sections,
+                                disabled_sections=disabled_sections)
+
+    @classmethod
+    def from_mapping(cls, raw: Any, *, base_dir: str | os.PathLike[str] = ".",
+                     plugin_sections: Mapping[str, type] | None = None,
+                     disabled_sections: frozenset[str] = frozenset()) -> "Config":
+        """Validate a mapping. `plugin_sections` maps top-level keys to plugin dataclasses;
+        sections of disabled plugins are ignored; any other unknown key is an error."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError("the configuration must be a mapping")
+        plugin_sections = dict(plugin_sections or {})
+        core_names = {f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
+        core_raw = {k: v for k, v in raw.items() if k in core_names}
+        parsed_plugins: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key in core_names or key in disabled_sections:
+                continue
+            if key not in plugin_sections:
+                raise ConfigError("unknown key", str(key))
+        for name, section_type in plugin_sections.items():
+            parsed_plugins[name] = parse_value(raw.get(name, {}), section_type, name, base_dir)
+        config = parse_value(core_raw, cls, "", base_dir)
+        return dataclasses.replace(config, base_dir=str(Path(base_dir).resolve()),
+                                   plugin_sections=parsed_plugins)
+
+    @classmethod
+    def peek_disabled_plugins(cls, path: str | os.PathLike[str]) -> tuple[str, ...]:
+        """The `plugins.disabled` list, read before plugins are loaded."""
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError):
+            return ()
+        section = raw.get("plugins") if isinstance(raw, Mapping) else None
+        if isinstance(section, Mapping):
+            return tuple(parse_value(section.get("disabled", []), tuple[str, ...],
+                                     "plugins.disabled", "."))
+        return ()
+
+
+# --------------------------------------------------------------------- parsing
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) < 60 else text[:57] + "..."
+
+
+def resolve_secret(value: Any, path: str, base_dir: str | os.PathLike[str]) -> Any:
+    """Turn `{$env: NAME}` / `{$file: PATH}` into the string they point at."""
+    if isinstance(value, Mapping) and len(value) == 1:
+        (kind, ref), = value.items()
+        if kind == "$env":
+            if not isinstance(ref, str):
+                raise ConfigError("$env takes the name of an environment variable", path)
+            if ref not in os.environ:
+                raise ConfigError(f"environment variable {ref} is not set", path)
+            return os.environ[ref]
+        if kind == "$file":
+            if not isinstance(ref, str):
+                raise ConfigError("$file takes a path", path)
+            file_path = Path(base_dir) / os.path.expandvars(ref)
+            try:
+                return file_path.read_text().rstrip("\r\n")
+            except OSError as exc:
+                raise ConfigError(f"cannot read secret file {file_path}: {exc.strerror}", path) from None
+    return value
+
+
+def parse_value(value: Any, tp: Any, path: str, base_dir: str | os.PathLike[str]) -> Any:
+    """Check `value` against the type `tp`, converting YAML lists to tuples and
+    mappings to dataclasses. Errors name the key path."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"expected a mapping, got {_describe(value)}", path)
+        fields = {f.name: f for f in dataclasses.fields(tp) if not f.metadata.get("internal")}
+        hints = typing.get_type_hints(tp)
+        kwargs = {}
+        for key, item in value.items():
+            if key not in fields:
+                raise ConfigError("unknown key", _join(path, str(key)))
+            kwargs[key] = parse_value(item, hints[key], _join(path, key), base_dir)
+        return tp(**kwargs)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return parse_value(value, inner[0], path, base_dir)
+    if origin is Literal:
+        if value not in args:
+            allowed = ", ".join(repr(a) for a in args)
+            raise ConfigError(f"expected one of {allowed}, got {_describe(value)}", path)
+        return value
+    if origin is tuple:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            raise ConfigError(f"expected a list, got {_describe(value)}", path)
+        return tuple(parse_value(v, args[0], f"{path}[{i}]", base_dir) for i, v in enumerate(value))
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"expected a mapping, got {_describe(value)}", path)
+        val_tp = args[1] if args else Any
+        return {str(k): parse_value(v, val_tp, _join(path, str(k)), base_dir) for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is str:
+        value = resolve_secret(value, path, base_dir)
+        if not isinstance(value, str):
+            raise ConfigError(f"expected a string, got {_describe(value)}", path)
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"expected true or false, got {_describe(value)}", path)
+        return value
+    if tp is int:
+        value = resolve_secret(value, path, base_dir)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"expected an integer, got {_describe(value)}", path)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"expected a number, got {_describe(value)}", path)
+        return float(value)
+    raise ConfigError(f"unsupported type {tp!r}", path)  # a programming error in a section
+
+
+def field_paths(tp: Any, prefix: str = "") -> list[str]:
+    """Every leaf key path of a config dataclass (for the documentation test)."""
+    out = []
+    hints = typing.get_type_hints(tp)
+    for f in dataclasses.fields(tp):
+        if f.metadata.get("internal"):
+            continue
+        path = _join(prefix, f.name)
+        ftp = hints[f.name]
+        if dataclasses.is_dataclass(ftp):
+            out.extend(field_paths(ftp, path))
+        else:
+            out.append(path)
+    return out

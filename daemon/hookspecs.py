@@ -1,0 +1,154 @@
+"""Every hook a Commonroom plugin can implement.
+
+A plugin is a module (or object) with functions decorated by `daemon.hookimpl`. The
+built-in features are plugins too (see `daemon.plugins.DEFAULT_PLUGINS`); third-party
+plugins arrive through the entry-point group `commonroom.plugins`.
+
+How asynchronous implementations are called
+--------------------------------------------
+pluggy calls implementations synchronously. An ``async def`` implementation therefore
+returns a coroutine object, which is never None. The rules are:
+
+* **Broadcast hooks** (every hook below except `cr_authenticate`): an implementation may
+  return a plain value or an awaitable. The daemon awaits every awaitable result, in the
+  order pluggy returns them (see `daemon.plugins.call_hook`). ``async def`` is fine.
+* **First-result hook** (`cr_authenticate`): the implementation must decide
+  *synchronously* whether the request is its kind of credential. It returns None to pass,
+  or an awaitable that completes the check. An ``async def`` implementation would claim
+  every request, so plain ``def`` is required; the plugin manager rejects ``async def``
+  implementations of this hook at start-up.
+
+Ordering: pluggy calls the last registered plugin first. Use ``tryfirst=True`` /
+``trylast=True`` where order matters; hooks that do network I/O should be ``trylast``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Awaitable
+
+import pluggy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+    from daemon.events import Event
+    from daemon.http import BaseHandler, Principal
+    from store.db import Transaction
+
+hookspec = pluggy.HookspecMarker("commonroom")
+
+# ------------------------------------------------------------------ configuration
+
+
+@hookspec
+def cr_config_section() -> tuple[str, type] | None:
+    """Declare the plugin's own section of `config.yaml`.
+
+    :return: ``(key, dataclass)``: the top-level key and a frozen dataclass whose fields
+        (with defaults) describe the section, or None for no section. The parsed value is
+        available as ``app.config.plugin(key)``. Every field must be documented in
+        ``docs/configuration.md`` (a test checks the built-in plugins).
+    """
+
+
+# ------------------------------------------------------------------ storage
+
+
+@hookspec
+def cr_migrations() -> tuple[str, str] | None:
+    """Declare the plugin's SQL migrations.
+
+    :return: ``(component, directory)``: a component name unique to the plugin and a
+        directory holding ``NNNN_description.sql`` files, applied in numeric order once
+        each and recorded per component. A database that has a higher version of the
+        component than the files know is refused at start-up. Return None for none.
+    """
+
+
+# ------------------------------------------------------------------ HTTP
+
+
+@hookspec
+def cr_routes(app: "Application") -> list[tuple] | None:
+    """Contribute HTTP routes.
+
+    :param app: the application being built (config, store, clock, plugin manager).
+    :return: a list of Tornado route tuples ``(pattern, HandlerClass[, kwargs])``. Handlers
+        should subclass `daemon.http.BaseHandler` so errors, auth, CSRF, body limits and
+        rate limits behave like every other route. Route patterns must be unique.
+    """
+
+
+@hookspec(firstresult=True)
+def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | None":
+    """Claim and check the credentials on a request.
+
+    Called once per request before the handler method. Stops at the first non-None result.
+
+    :param handler: the request handler (headers, cookies, ``handler.application``).
+    :return: None if the request does not carry this plugin's kind of credential (another
+        plugin may claim it); otherwise an awaitable that resolves to a
+        `daemon.http.Principal`, or raises `daemon.http.ApiError` (401) when the credential
+        is present but invalid. Must be a plain ``def`` (see the module docstring).
+    """
+
+
+# ------------------------------------------------------------------ lifecycle
+
+
+@hookspec
+def cr_startup(app: "Application") -> Awaitable[None] | None:
+    """Start background work, after migrations and before the server accepts requests.
+
+    :return: None or an awaitable; all are awaited. Long-running loops must be started as
+        tasks (``app.spawn(...)``), not awaited here.
+    """
+
+
+@hookspec
+def cr_shutdown(app: "Application") -> Awaitable[None] | None:
+    """Stop background work. Called after the server stopped accepting requests and the
+    in-flight requests finished (or the shutdown timeout passed).
+
+    :return: None or an awaitable; all are awaited, bounded by the shutdown timeout. Work
+        not finished by then must be safe to pick up at the next start.
+    """
+
+
+# ------------------------------------------------------------------ domain events
+
+
+@hookspec
+def cr_event_tx(app: "Application", tx: "Transaction", event: "Event") -> Awaitable[None] | None:
+    """Observe a domain event inside the transaction that records it.
+
+    The event row is already written in ``tx``; anything written through ``tx`` commits or
+    rolls back together with the change that caused the event (the webhook plugin writes
+    its delivery rows here, so an event is never lost or invented). Raising aborts the
+    whole change. Do no network I/O here.
+
+    :return: None or an awaitable; all are awaited before the transaction commits.
+    """
+
+
+@hookspec
+def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
+    """Observe a domain event after its transaction committed.
+
+    For in-memory reactions (waking a delivery loop, metrics). Exceptions are logged and
+    do not affect the request that caused the event.
+
+    :return: None or an awaitable; all are awaited.
+    """
+
+
+# ------------------------------------------------------------------ command line
+
+
+@hookspec
+def cr_cli_commands() -> dict[str, Any] | None:
+    """Add subcommands to the ``commonroom`` command line.
+
+    :return: ``{name: (help, add_arguments(parser) | None, run(app, args) -> awaitable)}``.
+        ``run`` gets a fully started application (migrated store, no HTTP server) and its
+        result, if an int, is the exit status.
+    """

@@ -1,0 +1,357 @@
+"""HTTP conventions shared by every route.
+
+* Errors are JSON ``{"error": "<machine_code>", "message": "<sentence>"}`` (plus
+  ``details`` for validation problems), never an HTML page or a traceback.
+* Every response carries ``X-Request-Id``; log lines carry it too.
+* Bodies are streamed and capped (`max_body` per handler class; uploads set their own).
+* Authentication goes through the `cr_authenticate` hook; browser sessions must send the
+  CSRF token on state-changing methods; API-key requests are exempt.
+* API-key requests are rate limited per app, auth endpoints per client address.
+* Lists use `limit` (1..100, default 20) and an opaque keyset `cursor`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import secrets
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+import tornado.web
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.http")
+
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+_DEFAULT_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+    415: "unsupported_media_type", 429: "rate_limited", 500: "internal_error",
+    502: "upstream_error", 503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    """An error answered as JSON with `status`."""
+
+    def __init__(self, status: int, code: str | None = None, message: str | None = None,
+                 details: Any = None, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.code = code or _DEFAULT_CODES.get(status, "error")
+        self.message = message or tornado.web.httputil.responses.get(status, "Error")
+        self.details = details
+        self.headers = headers or {}
+        super().__init__(f"{status} {self.code}: {self.message}")
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"error": self.code, "message": self.message}
+        if self.details is not None:
+            out["details"] = self.details
+        return out
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: an app (API key) or a person (browser session)."""
+
+    kind: str                          # "app" or "session"
+    did: str | None = None             # the session's user
+    handle: str | None = None
+    app_id: str | None = None
+    app_owner_did: str | None = None
+    session_id: str | None = None      # hash of the sid cookie
+    csrf_token: str | None = None
+    rate_limit: tuple[int, float] | None = None  # an app's custom (requests, window)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ cursors
+
+
+def encode_cursor(values: Sequence[Any]) -> str:
+    raw = json.dumps(list(values), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(text: str, arity: int) -> list[Any]:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        values = json.loads(raw)
+    except (ValueError, TypeError):
+        raise ApiError(400, "invalid_cursor", "The cursor is not one this service issued.") from None
+    if not isinstance(values, list) or len(values) != arity or \
+            not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values):
+        raise ApiError(400, "invalid_cursor", "The cursor is not one this service issued.")
+    return values
+
+
+# ------------------------------------------------------------------ client address
+
+
+def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[str]) -> str:
+    """The client's address, honouring X-Forwarded-For only from trusted proxies."""
+    nets = [ipaddress.ip_network(t, strict=False) for t in trusted]
+
+    def is_trusted(ip: str) -> bool:
+        try:
+            addr = ipaddress.ip_address(ip)
+        except ValueError:
+            return False
+        return any(addr in n for n in nets)
+
+    if not forwarded_for or not is_trusted(remote_ip):
+        return remote_ip
+    hops = [h.strip() for h in forwarded_for.split(",") if h.strip()]
+    for hop in reversed(hops):
+        if not is_trusted(hop):
+            try:
+                return str(ipaddress.ip_address(hop))
+            except ValueError:
+                return remote_ip
+    return hops[0] if hops else remote_ip
+
+
+# ------------------------------------------------------------------ the base handler
+
+
+@tornado.web.stream_request_body
+class BaseHandler(tornado.web.RequestHandler):
+    """Base for every route. Subclasses set:
+
+    * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
+    * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
+    * ``max_body``: None for the configured limit, or a byte count (uploads).
+    """
+
+    application: "Application"
+    auth: str | None = None
+    rate_limit: str | None = None
+    max_body: int | None = None
+
+    principal: Principal | None = None
+
+    def initialize(self, **kwargs: Any) -> None:
+        self.route_kwargs = kwargs
+        self._body = bytearray()
+        self._body_too_large = False
+        self._extra_headers: dict[str, str] = {}
+        incoming = self.request.headers.get("X-Request-Id", "")
+        self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else secrets.token_hex(8)
+        request_id_var.set(self.request_id)
+
+    # ---------------------------------------------------------------- plumbing
+
+    @property
+    def app(self) -> "Application":
+        return self.application
+
+    def set_default_headers(self) -> None:
+        self.set_header("X-Request-Id", getattr(self, "request_id", "-"))
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        for k, v in getattr(self, "_extra_headers", {}).items():
+            self.set_header(k, v)
+
+    def body_limit(self) -> int:
+        return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._body_too_large:
+            return
+        if len(self._body) + len(chunk) > self.body_limit():
+            self._body_too_large = True
+            self._body = bytearray()
+            return
+        self._body += chunk
+
+    @property
+    def body(self) -> bytes:
+        if self._body_too_large:
+            raise self._too_large()
+        return bytes(self._body)
+
+    def _too_large(self) -> ApiError:
+        return ApiError(413, "payload_too_large",
+                        f"The request body is larger than {self.body_limit()} bytes.")
+
+    async def prepare(self) -> None:
+        self._counted = True
+        self.app.inflight_started()
+        length = self.request.headers.get("Content-Length")
+        if length is not None:
+            if not length.isdigit():
+                raise ApiError(400, "bad_request", "Content-Length is not a number.")
+            if int(length) > self.body_limit():
+                self._body_too_large = True
+                raise self._too_large()
+        if self.auth is not None:
+            self.principal = await self.authenticate()
+            self.check_principal_kind()
+            if self.principal.kind == "session" and self.request.method in STATE_CHANGING:
+                self.check_csrf()
+        self.apply_rate_limit()
+
+    def on_finish(self) -> None:
+        self._release()
+
+    def on_connection_close(self) -> None:
+        self._release()
+        super().on_connection_close()
+
+    def _release(self) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            self.app.inflight_finished()
+
+    # ---------------------------------------------------------------- auth
+
+    async def authenticate(self) -> Principal:
+        pending = self.app.pm.hook.cr_authenticate(handler=self)
+        principal = await pending if pending is not None else None
+        if principal is None:
+            raise ApiError(401, "unauthorized", self._credentials_hint())
+        return principal
+
+    def _credentials_hint(self) -> str:
+        if self.auth == "app":
+            return "This route needs an API key in the X-Api-Key header."
+        if self.auth == "session":
+            return "This route needs a logged-in browser session."
+        return "This route needs an API key (X-Api-Key) or a logged-in session."
+
+    def check_principal_kind(self) -> None:
+        assert self.principal is not None
+        if self.auth in ("app", "session") and self.principal.kind != self.auth:
+            raise ApiError(401, "unauthorized", self._credentials_hint())
+
+    def check_csrf(self) -> None:
+        assert self.principal is not None
+        sent = self.request.headers.get("x-csrf-token", "")
+        expected = self.principal.csrf_token or ""
+        if not sent or not expected or not hmac.compare_digest(sent.encode(), expected.encode()):
+            raise ApiError(403, "csrf_failed",
+                           "Missing or wrong CSRF token: send the csrf-token cookie's value "
+                           "in the x-csrf-token header.")
+
+    # ---------------------------------------------------------------- rate limits
+
+    def client_ip(self) -> str:
+        return client_address(self.request.remote_ip or "", self.request.headers.get("X-Forwarded-For"),
+                              self.app.config.server.trusted_proxies)
+
+    def apply_rate_limit(self) -> None:
+        limits = self.app.config.rate_limits
+        decision = None
+        if self.rate_limit == "auth":
+            decision = self.app.ratelimiter.hit(f"auth:{self.client_ip()}", limits.auth.requests,
+                                                limits.auth.window_seconds)
+        elif self.principal is not None and self.principal.kind == "app":
+            requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
+            decision = self.app.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
+        if decision is None:
+            return
+        self._extra_headers.update(decision.headers())
+        for k, v in decision.headers().items():
+            self.set_header(k, v)
+        if not decision.allowed:
+            raise ApiError(429, "rate_limited",
+                           f"Too many requests; try again in {decision.retry_after_seconds} s.",
+                           details={"retryAfter": decision.retry_after_seconds})
+
+    # ---------------------------------------------------------------- input
+
+    def json_body(self, *, required: bool = True) -> dict[str, Any]:
+        """The request body as a JSON object (415 for another type, 400 if malformed)."""
+        raw = self.body
+        if not raw.strip():
+            if required:
+                raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
+            return {}
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if ctype and ctype != "application/json" and not ctype.endswith("+json"):
+            raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
+        try:
+            value = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+        return value
+
+    def page_params(self, arity: int) -> tuple[int, list[Any] | None]:
+        """`limit` (1..100, default 20) and the decoded keyset cursor, if any."""
+        raw_limit = self.get_query_argument("limit", None)
+        if raw_limit is None or raw_limit == "":
+            limit = 20
+        else:
+            if not re.fullmatch(r"\d{1,4}", raw_limit) or not 1 <= int(raw_limit) <= 100:
+                raise ApiError(400, "invalid_limit", "limit must be a whole number from 1 to 100.")
+            limit = int(raw_limit)
+        cursor = self.get_query_argument("cursor", None)
+        return limit, (decode_cursor(cursor, arity) if cursor else None)
+
+    # ---------------------------------------------------------------- output
+
+    def send_json(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError):
+            err = exc
+        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
+            err = ApiError(status_code, None, exc.log_message or None)
+        else:
+            err = ApiError(status_code, None,
+                           "Something went wrong on our side." if status_code >= 500 else None)
+        if status_code >= 500 and not isinstance(exc, ApiError):
+            err.message += f" Quote request id {self.request_id} when reporting it."
+        for k, v in err.headers.items():
+            self.set_header(k, v)
+        self.set_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(json.dumps(err.body(), separators=(",", ":"), ensure_ascii=False))
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, ApiError):
+            if e.status >= 500:
+                log.warning("%s %s -> %d %s: %s", self.request.method, self.request.path,
+                            e.status, e.code, e.message)
+            if not self._finished:
+                self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
+            return
+        super()._handle_request_exception(e)
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
+            return
+        log.error("unhandled error in %s %s", self.request.method, self.request.path,
+                  exc_info=(typ, value, tb))
+
+
+class NotFoundHandler(BaseHandler):
+    """The default handler: JSON 404 for unknown routes."""
+
+    def prepare(self) -> None:  # type: ignore[override]
+        raise ApiError(404, "not_found", f"No route for {self.request.method} {self.request.path}.")
+
+
+class HealthHandler(BaseHandler):
+    async def get(self) -> None:
+        from daemon import __version__
+        from daemon.plugins import plugin_names
+        await self.app.db.fetchval("SELECT 1")
+        self.send_json({"status": "ok", "version": __version__, "plugins": plugin_names(self.app.pm)})

@@ -1,0 +1,167 @@
+"""The `commonroom` command: serve, migrate, check-config (and plugin commands).
+
+serve: load config → migrate → build app → listen → READY=1 → SIGTERM/SIGINT →
+stop accepting → finish in-flight requests → stop background work → exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import ssl
+import sys
+from typing import Any
+
+from daemon import __version__
+from daemon.config import ConfigError
+from daemon.http import request_id_var
+from daemon.plugins import PluginError, call_hook
+
+log = logging.getLogger("commonroom")
+
+DEFAULT_CONFIG = "config.yaml"
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id_var.get()
+        return True
+
+
+def setup_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_RequestIdFilter())
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "httpcore", "aiosqlite"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+async def serve(config: Any, pm: Any) -> int:
+    from tornado.httpserver import HTTPServer
+
+    from daemon.app import create_app
+    from daemon.systemd import notify
+
+    app = await create_app(config, pm)
+    srv = config.server
+    ssl_ctx = None
+    if srv.tls_cert and srv.tls_key:
+        ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ssl_ctx.load_cert_chain(srv.tls_cert, srv.tls_key)
+    server = HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
+                        max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
+                        idle_connection_timeout=60)
+    sockets = server.listen(srv.port, srv.host) or None
+    port = srv.port
+    if port == 0:
+        port = next(iter(server._sockets.values())).getsockname()[1]
+    scheme = "https" if ssl_ctx else "http"
+    log.info("commonroom %s listening on %s://%s:%d (base_url %s)", __version__, scheme, srv.host,
+             port, srv.base_url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    notify("READY=1")
+    await stop.wait()
+    log.info("stopping: no new connections; waiting for in-flight requests")
+    notify("STOPPING=1")
+    server.stop()
+    await app.drain(srv.shutdown_timeout_seconds)
+    try:
+        await asyncio.wait_for(server.close_all_connections(), 2.0)
+    except asyncio.TimeoutError:
+        pass
+    await app.shutdown()
+    log.info("stopped")
+    del sockets
+    return 0
+
+
+async def run_migrate(config: Any, pm: Any) -> int:
+    from daemon.app import migration_components
+    from store.db import Database
+    from store.migrate import migrate
+
+    db = Database(config.database_path)
+    await db.open()
+    try:
+        applied = await migrate(db, migration_components(pm))
+    finally:
+        await db.close()
+    print(f"{len(applied)} migration(s) applied to {config.database_path}")
+    return 0
+
+
+async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Namespace) -> int:
+    from daemon.app import create_app
+
+    app = await create_app(config, pm, start=False)
+    try:
+        result = await call_hook(lambda **_: [run(app, args)])
+        return result[0] if isinstance(result[0], int) else 0
+    finally:
+        await app.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("-c", "--config", default=os.environ.get("COMMONROOM_CONFIG", DEFAULT_CONFIG))
+    known, _ = pre.parse_known_args(argv)
+
+    from daemon.app import load_config
+
+    try:
+        config, pm = load_config(known.config)
+    except (ConfigError, PluginError) as exc:
+        print(f"commonroom: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+    parser = argparse.ArgumentParser(prog="commonroom", parents=[pre],
+                                     description="Commonroom community service for the AT Protocol")
+    parser.add_argument("--version", action="version", version=f"commonroom {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="migrate the database and serve HTTP until SIGTERM")
+    sub.add_parser("migrate", help="apply pending database migrations and exit")
+    sub.add_parser("check-config", help="validate the configuration and exit")
+    plugin_commands: dict[str, Any] = {}
+    for commands in pm.hook.cr_cli_commands():
+        for name, (help_text, add_args, run) in (commands or {}).items():
+            p = sub.add_parser(name, help=help_text)
+            if add_args:
+                add_args(p)
+            plugin_commands[name] = run
+    args = parser.parse_args(argv)
+    setup_logging(config.log_level)
+
+    try:
+        if args.command == "check-config":
+            from daemon.app import load_secret_key, plugin_sections  # noqa: F401
+            print(f"configuration OK: {known.config}")
+            return 0
+        if args.command == "migrate":
+            return asyncio.run(run_migrate(config, pm))
+        if args.command == "serve":
+            return asyncio.run(serve(config, pm))
+        return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))
+    except ConfigError as exc:
+        print(f"commonroom: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from store.migrate import NewerSchemaError
+        if isinstance(exc, NewerSchemaError):
+            print(f"commonroom: {exc}", file=sys.stderr)
+            return 3
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

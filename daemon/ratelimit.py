@@ -1,0 +1,87 @@
+"""Token-bucket rate limiting inside the event loop.
+
+A bucket holds up to `limit` tokens and refills at `limit / window` tokens a second, so
+`limit` requests may arrive at once and the full allowance is back one window later.
+A bucket that has refilled completely is indistinguishable from a new one, so it is
+dropped: memory stays bounded by the keys active within one window. A hard cap on the
+number of keys evicts the least recently used beyond it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from daemon.clock import Clock
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    updated: float
+    limit: int
+    window: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_seconds: int        # until the bucket is full again
+    retry_after_seconds: int  # until the next request would pass (0 when allowed)
+
+    def headers(self) -> dict[str, str]:
+        out = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset_seconds),
+        }
+        if not self.allowed:
+            out["Retry-After"] = str(self.retry_after_seconds)
+        return out
+
+
+class RateLimiter:
+    def __init__(self, clock: Clock, max_keys: int = 100_000) -> None:
+        self._clock = clock
+        self._max_keys = max_keys
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._ops = 0
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def hit(self, key: str, limit: int, window: float) -> Decision:
+        """Take one token from `key`'s bucket if there is one."""
+        now = self._clock.monotonic()
+        rate = limit / window
+        bucket = self._buckets.get(key)
+        if bucket is None or bucket.limit != limit or bucket.window != window:
+            bucket = _Bucket(float(limit), now, limit, window)
+            self._buckets[key] = bucket
+        else:
+            bucket.tokens = min(float(limit), bucket.tokens + (now - bucket.updated) * rate)
+            bucket.updated = now
+            self._buckets.move_to_end(key)
+        allowed = bucket.tokens >= 1.0
+        if allowed:
+            bucket.tokens -= 1.0
+        reset = math.ceil((limit - bucket.tokens) / rate) if bucket.tokens < limit else 0
+        retry = 0 if allowed else max(1, math.ceil((1.0 - bucket.tokens) / rate))
+        self._ops += 1
+        if self._ops % 1024 == 0 or len(self._buckets) > self._max_keys:
+            self.sweep()
+        return Decision(allowed, limit, int(bucket.tokens), reset, retry)
+
+    def sweep(self) -> int:
+        """Drop buckets that have refilled completely, then the oldest beyond the cap."""
+        now = self._clock.monotonic()
+        full = [k for k, b in self._buckets.items()
+                if b.tokens + (now - b.updated) * (b.limit / b.window) >= b.limit]
+        for k in full:
+            del self._buckets[k]
+        while len(self._buckets) > self._max_keys:
+            self._buckets.popitem(last=False)
+        return len(full)

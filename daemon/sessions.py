@@ -1,0 +1,71 @@
+"""Browser sessions: the `sid` cookie (HttpOnly) and the `csrf-token` cookie (readable by
+scripts, sent back in the `x-csrf-token` header). The database keeps only a SHA-256 of
+the sid, so a copy of the database does not hand out live sessions."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from daemon.http import ApiError, Principal
+from store import sessions as sessions_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+SID_COOKIE = "sid"
+CSRF_COOKIE = "csrf-token"
+TOUCH_EVERY_SECONDS = 60.0
+
+
+def hash_sid(sid: str) -> str:
+    return hashlib.sha256(sid.encode()).hexdigest()
+
+
+async def create_session(app: "Application", did: str, handle: str | None) -> tuple[str, str, str]:
+    """A new session for `did`: returns (sid, csrf token, session id hash)."""
+    sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+    now = app.clock.time()
+    async with app.db.transaction("sessions.create") as tx:
+        await sessions_store.create_session_tx(
+            tx, id_hash=hash_sid(sid), did=did, handle=handle, csrf_token=csrf, now=now,
+            expires_at=now + app.config.sessions.lifetime_seconds)
+    return sid, csrf, hash_sid(sid)
+
+
+def set_session_cookies(handler: Any, sid: str, csrf: str) -> None:
+    secure = handler.app.config.server.base_url.startswith("https://")
+    max_age = handler.app.config.sessions.lifetime_seconds
+    handler.set_cookie(SID_COOKIE, sid, path="/", httponly=True, samesite="Lax", secure=secure,
+                       expires_days=max_age / 86400)
+    handler.set_cookie(CSRF_COOKIE, csrf, path="/", httponly=False, samesite="Lax", secure=secure,
+                       expires_days=max_age / 86400)
+
+
+def clear_session_cookies(handler: Any) -> None:
+    handler.clear_cookie(SID_COOKIE, path="/")
+    handler.clear_cookie(CSRF_COOKIE, path="/")
+
+
+async def authenticate_session(app: "Application", sid: str) -> Principal:
+    id_hash = hash_sid(sid)
+    row = await sessions_store.get_session(app.db, id_hash)
+    now = app.clock.time()
+    if row is None:
+        raise ApiError(401, "session_invalid", "The session is unknown or has ended; log in again.")
+    idle_cutoff = now - app.config.sessions.idle_timeout_seconds
+    if row["expires_at"] <= now or row["last_seen_at"] <= idle_cutoff:
+        async with app.db.transaction("sessions.expire") as tx:
+            await sessions_store.delete_session_tx(tx, id_hash)
+        raise ApiError(401, "session_expired", "The session has expired; log in again.")
+    if now - row["last_seen_at"] >= TOUCH_EVERY_SECONDS:
+        async with app.db.transaction("sessions.touch") as tx:
+            await sessions_store.touch_session_tx(tx, id_hash, now)
+    return Principal(kind="session", did=row["did"], handle=row["handle"], session_id=id_hash,
+                     csrf_token=row["csrf_token"])
+
+
+async def end_session(app: "Application", id_hash: str) -> None:
+    async with app.db.transaction("sessions.delete") as tx:
+        await sessions_store.delete_session_tx(tx, id_hash)

@@ -1,0 +1,19 @@
+"""sd_notify: tell systemd (Type=notify) that the daemon is ready or stopping."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def notify(state: str) -> bool:
+    """Send `state` (e.g. ``READY=1``) to $NOTIFY_SOCKET; False when not under systemd."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return False
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        sock.connect(address)
+        sock.sendall(state.encode())
+    return True

@@ -1,0 +1,88 @@
+"""Checks for request bodies: each raises a 400 ApiError naming the field."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from daemon.http import ApiError
+
+_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+
+
+def invalid(field: str, message: str) -> ApiError:
+    return ApiError(400, "invalid_request", f"{field}: {message}",
+                    details=[{"field": field, "message": message}])
+
+
+def string(body: dict[str, Any], field: str, *, required: bool = True, min_len: int = 0,
+           max_len: int | None = None, default: str | None = None, strip: bool = True) -> str | None:
+    if field not in body or body[field] is None:
+        if required:
+            raise invalid(field, "is required")
+        return default
+    value = body[field]
+    if not isinstance(value, str):
+        raise invalid(field, f"must be a string, not {type(value).__name__}")
+    if strip:
+        value = value.strip()
+    if len(value) < min_len:
+        raise invalid(field, "must not be empty" if min_len == 1 else f"must be at least {min_len} characters")
+    if max_len is not None and len(value) > max_len:
+        raise invalid(field, f"must be at most {max_len} characters")
+    return value
+
+
+def boolean(body: dict[str, Any], field: str, *, default: bool | None = None) -> bool | None:
+    if field not in body or body[field] is None:
+        return default
+    if not isinstance(body[field], bool):
+        raise invalid(field, "must be true or false")
+    return body[field]
+
+
+def integer(body: dict[str, Any], field: str, *, required: bool = True, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:
+    if field not in body or body[field] is None:
+        if required:
+            raise invalid(field, "is required")
+        return None
+    value = body[field]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(field, f"must be a whole number, not {type(value).__name__}")
+    if minimum is not None and value < minimum:
+        raise invalid(field, f"must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise invalid(field, f"must be at most {maximum}")
+    return value
+
+
+def string_list(body: dict[str, Any], field: str, *, required: bool = True,
+                allowed: tuple[str, ...] | None = None, min_items: int = 0,
+                max_items: int = 100) -> list[str] | None:
+    if field not in body or body[field] is None:
+        if required:
+            raise invalid(field, "is required")
+        return None
+    value = body[field]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise invalid(field, "must be a list of strings")
+    if len(value) < min_items:
+        raise invalid(field, f"must have at least {min_items} item(s)")
+    if len(value) > max_items:
+        raise invalid(field, f"must have at most {max_items} items")
+    if allowed is not None:
+        unknown = sorted(set(value) - set(allowed))
+        if unknown:
+            raise invalid(field, f"unknown value(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
+    return list(dict.fromkeys(value))
+
+
+def hostname(value: str, field: str = "domain") -> str:
+    """A DNS host name (no scheme, port or path), lower-cased."""
+    host = value.strip().lower().rstrip(".")
+    labels = host.split(".")
+    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.match(l) for l in labels) \
+            or labels[-1].isdigit():
+        raise invalid(field, "must be a host name such as app.example.com (no scheme, port or path)")
+    return host

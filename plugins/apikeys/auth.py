@@ -1,0 +1,29 @@
+"""Checking an X-Api-Key header."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from daemon.http import ApiError, Principal
+from plugins.apikeys.keys import KEY_RE, hash_key
+from store import apps as apps_store
+
+
+async def authenticate_api_key(app: Any, key: str) -> Principal:
+    """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
+    not the key, is what an attacker could time), then compared in constant time. No
+    cache: a rotated or deactivated key is refused on the very next request."""
+    if not KEY_RE.match(key):
+        raise ApiError(401, "invalid_api_key", "The API key is malformed.")
+    digest = hash_key(key)
+    row = await apps_store.find_by_key_hash(app.db, digest)
+    if row is None or not hmac.compare_digest(bytes(row["key_hash"]), digest):
+        raise ApiError(401, "invalid_api_key", "The API key is not valid.")
+    if not row["active"]:
+        raise ApiError(401, "app_deactivated", "The app of this API key is deactivated.")
+    custom = None
+    if row["rate_limit_requests"] is not None:
+        custom = (int(row["rate_limit_requests"]), float(row["rate_limit_window_seconds"]))
+    return Principal(kind="app", app_id=row["id"], app_owner_did=row["owner_did"], rate_limit=custom,
+                     extra={"app_name": row["name"], "app_domain": row["domain"]})

@@ -1,0 +1,164 @@
+"""Routes under /api/v1/apps: register, list, get, update, deactivate, rotate, verify,
+and the app's custom rate limit. Only the owner (the session's DID) sees an app; for
+anyone else it does not exist (404)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon import validate
+from daemon.http import ApiError, BaseHandler, encode_cursor
+from plugins.apikeys.keys import hash_key, new_app_id, new_key
+from store import apps as apps_store
+from store.db import Row
+
+APP_ID = r"(app_[0-9a-f]{16})"
+
+
+def app_json(row: Row, default_limit: tuple[int, float]) -> dict[str, Any]:
+    custom = row["rate_limit_requests"] is not None
+    requests = row["rate_limit_requests"] if custom else default_limit[0]
+    window = row["rate_limit_window_seconds"] if custom else default_limit[1]
+    return {
+        "appId": row["id"],
+        "name": row["name"],
+        "domain": row["domain"],
+        "active": bool(row["active"]),
+        "rateLimit": {"maxRequests": int(requests), "windowMs": int(window * 1000), "custom": custom},
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "keyRotatedAt": row["key_rotated_at"],
+        "deactivatedAt": row["deactivated_at"],
+    }
+
+
+class AppsBase(BaseHandler):
+    auth = "session"
+
+    @property
+    def default_limit(self) -> tuple[int, float]:
+        api = self.app.config.rate_limits.api
+        return (api.requests, api.window_seconds)
+
+    async def owned_app(self, app_id: str) -> Row:
+        row = await apps_store.get_app(self.app.db, app_id)
+        if row is None or row["owner_did"] != self.principal.did:
+            raise ApiError(404, "app_not_found", "No app with this id among yours.")
+        return row
+
+    def name_and_domain(self, body: dict[str, Any], required: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        name = validate.string(body, "name", required=required, min_len=3, max_len=100)
+        if name is not None:
+            out["name"] = name
+        domain = validate.string(body, "domain", required=required, min_len=1, max_len=253)
+        if domain is not None:
+            out["domain"] = validate.hostname(domain)
+        return out
+
+
+class RegisterHandler(AppsBase):
+    async def post(self) -> None:
+        fields = self.name_and_domain(self.json_body(), required=True)
+        key, app_id, now = new_key(), new_app_id(), self.app.clock.iso_now()
+        async with self.app.db.transaction("apps.register") as tx:
+            if await apps_store.active_domain_taken_tx(tx, self.principal.did, fields["domain"]):
+                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
+            await apps_store.insert_app_tx(tx, app_id=app_id, owner_did=self.principal.did,
+                                           key_hash=hash_key(key), now=now, **fields)
+            row = await apps_store.get_app_tx(tx, app_id)
+        self.send_json({**app_json(row, self.default_limit), "apiKey": key}, 201)
+
+
+class ListHandler(AppsBase):
+    async def get(self) -> None:
+        limit, after = self.page_params(2)
+        rows = await apps_store.list_apps(self.app.db, self.principal.did, limit + 1,
+                                          tuple(after) if after else None)
+        out: dict[str, Any] = {"apps": [app_json(r, self.default_limit) for r in rows[:limit]]}
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            out["cursor"] = encode_cursor([last["created_at"], last["id"]])
+        self.send_json(out)
+
+
+class AppHandler(AppsBase):
+    async def get(self, app_id: str) -> None:
+        self.send_json(app_json(await self.owned_app(app_id), self.default_limit))
+
+    async def put(self, app_id: str) -> None:
+        fields = self.name_and_domain(self.json_body(), required=False)
+        await self.owned_app(app_id)
+        async with self.app.db.transaction("apps.update") as tx:
+            row = await apps_store.get_app_tx(tx, app_id)
+            if not row["active"]:
+                raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
+            if "domain" in fields and await apps_store.active_domain_taken_tx(
+                    tx, self.principal.did, fields["domain"], except_id=app_id):
+                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
+            await apps_store.update_app_tx(tx, app_id, self.app.clock.iso_now(), **fields)
+            row = await apps_store.get_app_tx(tx, app_id)
+        self.send_json(app_json(row, self.default_limit))
+
+    async def delete(self, app_id: str) -> None:
+        await self.owned_app(app_id)
+        async with self.app.db.transaction("apps.deactivate") as tx:
+            await apps_store.deactivate_tx(tx, app_id, self.app.clock.iso_now())
+            row = await apps_store.get_app_tx(tx, app_id)
+        self.send_json(app_json(row, self.default_limit))
+
+
+class RotateKeyHandler(AppsBase):
+    async def post(self, app_id: str) -> None:
+        await self.owned_app(app_id)
+        key = new_key()
+        async with self.app.db.transaction("apps.rotate_key") as tx:
+            row = await apps_store.get_app_tx(tx, app_id)
+            if not row["active"]:
+                raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
+            await apps_store.set_key_hash_tx(tx, app_id, hash_key(key), self.app.clock.iso_now())
+            row = await apps_store.get_app_tx(tx, app_id)
+        self.send_json({**app_json(row, self.default_limit), "apiKey": key})
+
+
+class RateLimitHandler(AppsBase):
+    async def get(self, app_id: str) -> None:
+        row = await self.owned_app(app_id)
+        self.send_json(app_json(row, self.default_limit)["rateLimit"])
+
+    async def put(self, app_id: str) -> None:
+        body = self.json_body()
+        await self.owned_app(app_id)
+        reset = body.get("maxRequests") is None and body.get("windowMs") is None
+        if reset:
+            requests, window = None, None
+        else:
+            requests = validate.integer(body, "maxRequests", minimum=1, maximum=1_000_000)
+            window_ms = validate.integer(body, "windowMs", minimum=1000, maximum=86_400_000)
+            window = window_ms / 1000.0
+        async with self.app.db.transaction("apps.rate_limit") as tx:
+            await apps_store.update_app_tx(tx, app_id, self.app.clock.iso_now(),
+                                           rate_limit_requests=requests,
+                                           rate_limit_window_seconds=window)
+            row = await apps_store.get_app_tx(tx, app_id)
+        self.send_json(app_json(row, self.default_limit)["rateLimit"])
+
+
+class VerifyHandler(BaseHandler):
+    auth = "app"
+
+    async def post(self) -> None:
+        p = self.principal
+        self.send_json({"valid": True, "app": {"appId": p.app_id, "name": p.extra["app_name"],
+                                               "domain": p.extra["app_domain"]}})
+
+
+def routes() -> list[tuple]:
+    return [
+        (r"/api/v1/apps/register", RegisterHandler),
+        (r"/api/v1/apps/verify", VerifyHandler),
+        (r"/api/v1/apps", ListHandler),
+        (rf"/api/v1/apps/{APP_ID}", AppHandler),
+        (rf"/api/v1/apps/{APP_ID}/rotate-key", RotateKeyHandler),
+        (rf"/api/v1/apps/{APP_ID}/rate-limit", RateLimitHandler),
+    ]

@@ -1,0 +1,1 @@
+"""Plugin package (see the issue tracker for its status)."""

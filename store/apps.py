@@ -1,0 +1,68 @@
+"""Apps and their API keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.db import Database, Row, Transaction
+
+
+async def insert_app_tx(tx: Transaction, *, app_id: str, owner_did: str, name: str, domain: str,
+                        key_hash: bytes, now: str) -> None:
+    await tx.execute(
+        "INSERT INTO apps (id, owner_did, name, domain, key_hash, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (app_id, owner_did, name, domain, key_hash, now, now))
+
+
+async def active_domain_taken_tx(tx: Transaction, owner_did: str, domain: str,
+                                 except_id: str | None = None) -> bool:
+    row = await tx.fetchone(
+        "SELECT 1 FROM apps WHERE owner_did = ? AND domain = ? AND active = 1 AND id != ?",
+        (owner_did, domain, except_id or ""))
+    return row is not None
+
+
+async def get_app(db: Database, app_id: str) -> Row | None:
+    return await db.fetchone("SELECT * FROM apps WHERE id = ?", (app_id,))
+
+
+async def get_app_tx(tx: Transaction, app_id: str) -> Row | None:
+    return await tx.fetchone("SELECT * FROM apps WHERE id = ?", (app_id,))
+
+
+async def find_by_key_hash(db: Database, key_hash: bytes) -> Row | None:
+    return await db.fetchone("SELECT * FROM apps WHERE key_hash = ?", (key_hash,))
+
+
+async def list_apps(db: Database, owner_did: str, limit: int,
+                    after: tuple[str, str] | None) -> list[Row]:
+    if after is None:
+        return await db.fetchall(
+            "SELECT * FROM apps WHERE owner_did = ? ORDER BY created_at, id LIMIT ?",
+            (owner_did, limit))
+    return await db.fetchall(
+        "SELECT * FROM apps WHERE owner_did = ? AND (created_at, id) > (?, ?) "
+        "ORDER BY created_at, id LIMIT ?", (owner_did, after[0], after[1], limit))
+
+
+async def update_app_tx(tx: Transaction, app_id: str, now: str, **fields: Any) -> None:
+    allowed = {"name", "domain", "rate_limit_requests", "rate_limit_window_seconds"}
+    assert set(fields) <= allowed, fields
+    if not fields:
+        return
+    assignments = ", ".join(f"{k} = ?" for k in fields)
+    await tx.execute(f"UPDATE apps SET {assignments}, updated_at = ? WHERE id = ?",
+                     (*fields.values(), now, app_id))
+
+
+async def set_key_hash_tx(tx: Transaction, app_id: str, key_hash: bytes, now: str) -> None:
+    await tx.execute(
+        "UPDATE apps SET key_hash = ?, key_rotated_at = ?, updated_at = ? WHERE id = ?",
+        (key_hash, now, now, app_id))
+
+
+async def deactivate_tx(tx: Transaction, app_id: str, now: str) -> None:
+    await tx.execute(
+        "UPDATE apps SET active = 0, deactivated_at = ?, updated_at = ? WHERE id = ? AND active = 1",
+        (now, now, app_id))

@@ -1,0 +1,156 @@
+"""The SQLite store: one writer connection, a few read connections, WAL mode.
+
+All writes go through `Database.transaction(name)`, which serialises writers on one
+connection and issues ``BEGIN IMMEDIATE`` so a write transaction never has to be
+upgraded half-way. Reads use separate connections and, thanks to WAL, never wait
+behind a writer. Functions that must run inside a caller's transaction take the
+`Transaction` and end in ``_tx``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+
+import aiosqlite
+
+log = logging.getLogger(__name__)
+
+Row = sqlite3.Row
+
+
+def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, query_only: bool) -> None:
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    if query_only:
+        conn.execute("PRAGMA query_only = ON")
+
+
+class Transaction:
+    """A write transaction in progress; passed to `*_tx` functions."""
+
+    def __init__(self, conn: aiosqlite.Connection, name: str) -> None:
+        self._conn = conn
+        self.name = name
+        self._after_commit: list[Callable[[], Any]] = []
+
+    async def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Cursor:
+        return await self._conn.execute(sql, params)
+
+    async def executemany(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        await self._conn.executemany(sql, params)
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+        async with self._conn.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]:
+        async with self._conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+    def after_commit(self, callback: Callable[[], Any]) -> None:
+        """Run `callback` (sync, or returning an awaitable) once the transaction commits."""
+        self._after_commit.append(callback)
+
+
+class Database:
+    """The daemon's SQLite file."""
+
+    def __init__(self, path: str | Path, *, read_connections: int = 2,
+                 busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path)
+        self._n_readers = max(1, read_connections)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._writer: aiosqlite.Connection | None = None
+        self._readers: list[aiosqlite.Connection] = []
+        self._reader_cycle: Iterable[aiosqlite.Connection] = iter(())
+        self._write_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
+        await self._writer._execute(_configure, self._writer._conn, self._busy_timeout_ms, False)
+        async with self._writer.execute("PRAGMA journal_mode = WAL") as cur:
+            mode = (await cur.fetchone())[0]
+        if mode.lower() != "wal":
+            raise RuntimeError(f"SQLite refused WAL mode for {self.path} (got {mode})")
+        for _ in range(self._n_readers):
+            conn = await aiosqlite.connect(self.path, isolation_level=None)
+            await conn._execute(_configure, conn._conn, self._busy_timeout_ms, True)
+            self._readers.append(conn)
+        self._reader_cycle = itertools.cycle(self._readers)
+
+    async def close(self) -> None:
+        for conn in self._readers:
+            await conn.close()
+        self._readers = []
+        if self._writer is not None:
+            async with self._write_lock:
+                with contextlib.suppress(Exception):
+                    await self._writer.execute("PRAGMA optimize")
+                await self._writer.close()
+            self._writer = None
+
+    # ---------------------------------------------------------------- writes
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, name: str) -> AsyncIterator[Transaction]:
+        """A named ``BEGIN IMMEDIATE`` transaction on the writer connection."""
+        assert self._writer is not None, "database is not open"
+        async with self._write_lock:
+            started = time.perf_counter()
+            await self._writer.execute("BEGIN IMMEDIATE")
+            tx = Transaction(self._writer, name)
+            try:
+                yield tx
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                log.debug("tx %s rolled back after %.1f ms", name, (time.perf_counter() - started) * 1e3)
+                raise
+            await self._writer.execute("COMMIT")
+            log.debug("tx %s committed in %.1f ms", name, (time.perf_counter() - started) * 1e3)
+        for callback in tx._after_commit:
+            try:
+                result = callback()
+                if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+                    await result
+            except Exception:
+                log.exception("after-commit callback of tx %s failed", name)
+
+    async def executescript(self, script: str) -> None:
+        """Run a multi-statement script on the writer (migrations only)."""
+        assert self._writer is not None
+        async with self._write_lock:
+            await self._writer.executescript(script)
+
+    # ---------------------------------------------------------------- reads
+
+    def _reader(self) -> aiosqlite.Connection:
+        return next(self._reader_cycle)  # type: ignore[call-overload]
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+        async with self._reader().execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]:
+        async with self._reader().execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
+        row = await self.fetchone(sql, params)
+        return None if row is None else row[0]
+
+    async def pragma(self, name: str) -> Any:
+        return await self.fetchval(f"PRAGMA {name}")

@@ -1,0 +1,116 @@
+"""Numbered SQL migrations, per component (the core and each plugin).
+
+Files are named ``NNNN_description.sql`` and applied in numeric order, once each, each
+in its own transaction together with its row in ``schema_migrations``. Landed files are
+never edited; a changed checksum is logged as a warning. A database holding a higher
+version of a component than this code knows was migrated by a newer Commonroom and is
+refused with a clear message rather than run against a schema we do not understand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from store.db import Database
+
+log = logging.getLogger(__name__)
+
+CORE_MIGRATIONS = Path(__file__).parent / "migrations"
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+_BOOTSTRAP = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    component  TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    checksum   TEXT NOT NULL,
+    applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (component, version)
+);
+"""
+
+
+class NewerSchemaError(Exception):
+    """The database was migrated by a newer version of the daemon."""
+
+
+@dataclass(frozen=True)
+class Migration:
+    component: str
+    version: int
+    name: str
+    path: Path
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text()
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+
+def discover(component: str, directory: str | Path) -> list[Migration]:
+    out = []
+    for path in sorted(Path(directory).glob("*.sql")):
+        match = _NAME.match(path.name)
+        if not match:
+            raise ValueError(f"migration file {path} is not named NNNN_description.sql")
+        out.append(Migration(component, int(match.group(1)), match.group(2), path))
+    versions = [m.version for m in out]
+    if len(set(versions)) != len(versions):
+        raise ValueError(f"duplicate migration numbers in {directory}")
+    return out
+
+
+async def migrate(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
+    """Apply pending migrations of every component; return those applied."""
+    await db.executescript(_BOOTSTRAP)
+    plan: list[Migration] = []
+    for component, directory in components:
+        known = discover(component, directory)
+        rows = await db.fetchall(
+            "SELECT version, checksum FROM schema_migrations WHERE component = ?", (component,))
+        applied = {r["version"]: r["checksum"] for r in rows}
+        newest_known = max((m.version for m in known), default=0)
+        if applied and max(applied) > newest_known:
+            raise NewerSchemaError(
+                f"the database {db.path} has schema version {max(applied)} of '{component}', "
+                f"but this Commonroom only knows up to {newest_known}: it was migrated by a newer "
+                "version. Run that version, or restore a backup taken before the upgrade.")
+        for m in known:
+            if m.version in applied:
+                if applied[m.version] != m.checksum:
+                    log.warning("migration %s/%04d_%s changed after it was applied",
+                                component, m.version, m.name)
+                continue
+            plan.append(m)
+    for m in plan:
+        await _apply(db, m)
+        log.info("applied migration %s/%04d_%s", m.component, m.version, m.name)
+    return plan
+
+
+async def _apply(db: Database, m: Migration) -> None:
+    # executescript commits any open transaction first, so the BEGIN/COMMIT live in the
+    # script itself; the bookkeeping row commits atomically with the schema change.
+    record = ("INSERT INTO schema_migrations (component, version, name, checksum) "
+              f"VALUES ({_quote(m.component)}, {m.version}, {_quote(m.name)}, {_quote(m.checksum)});")
+    script = f"BEGIN IMMEDIATE;\n{m.sql}\n;\n{record}\nCOMMIT;"
+    try:
+        await db.executescript(script)
+    except Exception:
+        try:
+            await db.executescript("ROLLBACK;")
+        except Exception:
+            pass
+        raise
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
