@@ -26,10 +26,28 @@ log = logging.getLogger("commonroom")
 
 def load_config(path: str | os.PathLike[str], *, extra_plugins: Iterable[Any] = (),
                 load_entry_points: bool = True) -> tuple[Config, pluggy.PluginManager]:
-    """Read `config.yaml` with the sections of the plugins it enables."""
+    """Read `config.yaml` with the sections of the plugins it enables.
+
+    Besides the default plugins and entry points, `COMMONROOM_EXTRA_PLUGINS` may name
+    plugin objects as comma-separated ``module`` or ``module:attribute`` (development and
+    tests: a plugin that is not installed as a distribution)."""
     disabled = Config.peek_disabled_plugins(path)
-    pm = build_plugin_manager(disabled, extra_plugins, load_entry_points)
+    extra = [*env_plugins(os.environ.get("COMMONROOM_EXTRA_PLUGINS", "")), *extra_plugins]
+    pm = build_plugin_manager(disabled, extra, load_entry_points)
     return Config.load(path, plugin_sections(pm), frozenset(disabled)), pm
+
+
+def env_plugins(spec: str) -> list[Any]:
+    import importlib
+    out = []
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        module_name, _, attr = item.partition(":")
+        try:
+            obj = importlib.import_module(module_name)
+            out.append(getattr(obj, attr) if attr else obj)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot load plugin {item!r}: {exc}", "COMMONROOM_EXTRA_PLUGINS") from None
+    return out
 
 
 def plugin_sections(pm: pluggy.PluginManager) -> dict[str, type]:

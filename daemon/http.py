@@ -150,6 +150,7 @@ class BaseHandler(tornado.web.RequestHandler):
         incoming = self.request.headers.get("X-Request-Id", "")
         self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else secrets.token_hex(8)
         request_id_var.set(self.request_id)
+        self.set_header("X-Request-Id", self.request_id)  # set_default_headers ran before us
 
     # ---------------------------------------------------------------- plumbing
 

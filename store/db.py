@@ -135,6 +135,14 @@ class Database:
         async with self._write_lock:
             await self._writer.executescript(script)
 
+    async def rollback_script(self) -> None:
+        """Roll back what a failed `executescript` left open (executescript itself would
+        COMMIT first, so this must be a plain statement)."""
+        assert self._writer is not None
+        async with self._write_lock:
+            if self._writer.in_transaction:
+                await self._writer.execute("ROLLBACK")
+
     # ---------------------------------------------------------------- reads
 
     def _reader(self) -> aiosqlite.Connection:

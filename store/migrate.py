@@ -105,10 +105,7 @@ async def _apply(db: Database, m: Migration) -> None:
     try:
         await db.executescript(script)
     except Exception:
-        try:
-            await db.executescript("ROLLBACK;")
-        except Exception:
-            pass
+        await db.rollback_script()
         raise
 
 

@@ -24,6 +24,9 @@ from store.migrate import migrate
 from tests.helpers import Client, login_as  # noqa: F401  (re-exported for tests)
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Every tests/fixtures_<area>.py is a pytest plugin module with that area's fixtures.
+pytest_plugins = sorted(f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py"))
 TEST_SECRET_KEY = "00" * 31 + "01"
 IN_CI = os.environ.get("CI") == "true"
 

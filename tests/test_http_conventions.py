@@ -1,0 +1,117 @@
+"""Every route answers bad input with the JSON error shape and the right status."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import login_as, register_app
+from tests.plugin_testroutes import plugin as testroutes
+
+
+@pytest.fixture
+def extra_plugins():
+    return (testroutes,)
+
+
+def assert_error(resp, status, code=None):
+    assert resp.status == status, resp.text
+    assert resp.headers["Content-Type"].startswith("application/json")
+    body = resp.json()
+    assert set(body) >= {"error", "message"} and isinstance(body["message"], str)
+    if code:
+        assert body["error"] == code
+    return body
+
+
+async def key_for(app, client):
+    alice = await login_as(app, "did:plc:alice")
+    return (await register_app(client, alice))["apiKey"]
+
+
+async def test_malformed_json_is_400(app, client):
+    key = await key_for(app, client)
+    resp = await client.post("/test/echo", body=b"{not json", api_key=key,
+                             headers={"Content-Type": "application/json"})
+    assert_error(resp, 400, "invalid_json")
+    resp = await client.post("/test/echo", body=b"[1, 2]", api_key=key,
+                             headers={"Content-Type": "application/json"})
+    assert_error(resp, 400, "invalid_json")
+
+
+async def test_wrong_field_type_is_400_naming_the_field(app, client):
+    key = await key_for(app, client)
+    resp = await client.post("/test/echo", json={"count": "three"}, api_key=key)
+    body = assert_error(resp, 400, "invalid_request")
+    assert body["details"][0]["field"] == "count"
+    ok = await client.post("/test/echo", json={"count": 3}, api_key=key)
+    assert ok.status == 200 and ok.json() == {"count": 3, "principal": "app"}
+
+
+async def test_wrong_content_type_is_415(app, client):
+    key = await key_for(app, client)
+    resp = await client.post("/test/echo", body=b"count=3", api_key=key,
+                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert_error(resp, 415, "unsupported_media_type")
+
+
+async def test_unknown_route_is_json_404(app, client):
+    resp = await client.get("/no/such/route")
+    assert_error(resp, 404, "not_found")
+    resp = await client.delete("/api/v1/nothing-here")
+    assert_error(resp, 404)
+
+
+async def test_body_over_the_limit_is_413(app, client):
+    limit = app.config.server.max_body_bytes
+    resp = await client.post("/test/public-echo", body=b'{"x": "' + b"a" * limit + b'"}',
+                             headers={"Content-Type": "application/json"})
+    assert_error(resp, 413, "payload_too_large")
+    ok = await client.post("/test/public-echo", json={"x": "small"})
+    assert ok.status == 200
+
+
+async def test_chunked_body_over_the_limit_is_413(app, client):
+    limit = app.config.server.max_body_bytes
+
+    async def producer(write):
+        for _ in range(limit // 1024 + 2):
+            await write(b"a" * 1024)
+
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+    req = HTTPRequest(client.base_url + "/test/public-echo", method="POST", body_producer=producer,
+                      headers={"Content-Type": "application/json"})
+    resp = await AsyncHTTPClient().fetch(req, raise_error=False)
+    assert resp.code == 413
+
+
+async def test_unexpected_exception_is_500_json_without_traceback(app, client):
+    resp = await client.get("/test/boom")
+    body = assert_error(resp, 500, "internal_error")
+    assert "Traceback" not in resp.text and "passwd" not in resp.text and "RuntimeError" not in resp.text
+    assert resp.headers["X-Request-Id"] in body["message"]
+
+
+async def test_every_response_has_a_request_id(app, client):
+    for resp in [await client.get("/health"), await client.get("/nope"),
+                 await client.get("/health", headers={"X-Request-Id": "abc-123"})]:
+        assert resp.headers.get("X-Request-Id")
+    assert (await client.get("/health", headers={"X-Request-Id": "abc-123"})).headers["X-Request-Id"] == "abc-123"
+
+
+async def test_health(app, client):
+    resp = await client.get("/health")
+    assert resp.status == 200
+    body = resp.json()
+    assert body["status"] == "ok" and body["version"]
+
+
+@pytest.mark.parametrize("limit", ["0", "101", "-1", "ten", "1.5"])
+async def test_bad_limit_is_400(app, client, limit):
+    alice = await login_as(app, "did:plc:alice")
+    assert_error(await client.get("/api/v1/apps", session=alice, params={"limit": limit}), 400, "invalid_limit")
+
+
+async def test_bad_cursor_is_400(app, client):
+    alice = await login_as(app, "did:plc:alice")
+    assert_error(await client.get("/api/v1/apps", session=alice, params={"cursor": "garbage!!"}), 400,
+                 "invalid_cursor")

@@ -1,0 +1,124 @@
+"""The plugin system: entry points, disabling, hook rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from daemon import hookimpl
+from daemon.app import create_app
+from daemon.events import emit_tx
+from daemon.plugins import PluginError, build_plugin_manager
+from tests.conftest import build_config
+
+
+def make_app(io_loop, state_dir, clock, overrides=None, extra=()):
+    config, pm = build_config(state_dir, overrides, extra)
+    return io_loop.run_sync(lambda: create_app(config, pm, clock=clock))
+
+
+async def emit(app, type_="member.joined", fail_after=False):
+    async with app.db.transaction("test.emit") as tx:
+        event = await emit_tx(app, tx, type_, community_did="did:plc:comm", data={"memberDid": "did:plc:x"})
+        if fail_after:
+            raise RuntimeError("the change failed after the event was recorded")
+    return event
+
+
+async def test_entry_point_plugin_adds_a_route_and_observes_events(app, client):
+    assert app.pm.has_plugin("hello"), "examples/commonroom-hello must be installed (scripts/test does it)"
+    resp = await client.get("/hello")
+    assert resp.status == 200 and resp.json() == {"greeting": "hello", "events": []}
+    await emit(app, "member.joined")
+    await emit(app, "record.created")
+    assert (await client.get("/hello")).json()["events"] == ["member.joined", "record.created"]
+
+
+def test_disabling_a_plugin_in_config_removes_it(io_loop, state_dir, clock):
+    app = make_app(io_loop, state_dir, clock, {"plugins": {"disabled": ["hello", "webhooks"]}})
+    try:
+        assert not app.pm.has_plugin("hello") and not app.pm.has_plugin("webhooks")
+        assert app.pm.has_plugin("apikeys")
+
+        async def fetch():
+            from tornado.httpserver import HTTPServer
+            from tornado.testing import bind_unused_port
+            from tests.helpers import Client
+            sock, port = bind_unused_port()
+            srv = HTTPServer(app)
+            srv.add_sockets([sock])
+            c = Client(f"http://127.0.0.1:{port}")
+            try:
+                return await c.get("/hello")
+            finally:
+                c.close()
+                srv.stop()
+        assert io_loop.run_sync(fetch).status == 404
+    finally:
+        io_loop.run_sync(app.shutdown)
+
+
+def test_plugin_config_section_is_validated(tmp_path):
+    with pytest.raises(Exception) as info:
+        build_config(tmp_path, {"hello": {"greeting": 5}})
+    assert "hello.greeting" in str(info.value)
+    config, _ = build_config(tmp_path, {"hello": {"greeting": "hi"}})
+    assert config.plugin("hello").greeting == "hi"
+
+
+def test_misspelt_hookimpl_fails_at_start_up():
+    class Typo:
+        @hookimpl
+        def cr_rotues(self, app):  # noqa: D401 - deliberately misspelt
+            return []
+
+    with pytest.raises(PluginError, match="cr_rotues"):
+        build_plugin_manager(extra=[Typo()], load_entry_points=False)
+
+
+def test_async_authenticate_implementation_is_refused():
+    class Greedy:
+        @hookimpl
+        async def cr_authenticate(self, handler):
+            return None
+
+    with pytest.raises(PluginError, match="plain def"):
+        build_plugin_manager(extra=[Greedy()], load_entry_points=False)
+
+
+class Recorder:
+    """Async implementations of broadcast hooks: each result is awaited."""
+
+    def __init__(self):
+        self.started = False
+        self.in_tx = []
+
+    @hookimpl
+    async def cr_startup(self, app):
+        self.started = True
+
+    @hookimpl
+    async def cr_event_tx(self, app, tx, event):
+        await tx.execute("INSERT INTO sessions (id_hash, did, csrf_token, created_at, last_seen_at, "
+                         "expires_at) VALUES (?, 'did:plc:x', 'c', 0, 0, 0)", (event.id,))
+        self.in_tx.append(event.id)
+
+
+def test_async_broadcast_hooks_are_awaited_and_share_the_transaction(io_loop, state_dir, clock):
+    rec = Recorder()
+    app = make_app(io_loop, state_dir, clock, extra=(rec,))
+    try:
+        assert rec.started
+        event = io_loop.run_sync(lambda: emit(app))
+        assert io_loop.run_sync(lambda: app.db.fetchval(
+            "SELECT count(*) FROM sessions WHERE id_hash = ?", (event.id,))) == 1
+        # a change that fails after recording its event leaves neither the event nor
+        # what observers wrote in the same transaction
+        with pytest.raises(RuntimeError):
+            io_loop.run_sync(lambda: emit(app, fail_after=True))
+        failed_id = rec.in_tx[-1]
+        assert io_loop.run_sync(lambda: app.db.fetchval(
+            "SELECT count(*) FROM events WHERE id = ?", (failed_id,))) == 0
+        assert io_loop.run_sync(lambda: app.db.fetchval(
+            "SELECT count(*) FROM sessions WHERE id_hash = ?", (failed_id,))) == 0
+    finally:
+        io_loop.run_sync(app.shutdown)

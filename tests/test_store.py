@@ -1,0 +1,121 @@
+"""The SQLite store: WAL, transactions, migrations."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daemon.secretbox import SecretBox, SecretBoxError
+from store.db import Database
+from store.migrate import NewerSchemaError, migrate
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+async def test_database_runs_in_wal_mode_with_foreign_keys(app):
+    assert (await app.db.pragma("journal_mode")).lower() == "wal"
+    assert await app.db.pragma("foreign_keys") == 1
+    assert await app.db.pragma("busy_timeout") == 5000
+
+
+async def test_migrations_are_idempotent(tmp_path):
+    db = Database(tmp_path / "x.sqlite3")
+    await db.open()
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "0001_first.sql").write_text("CREATE TABLE t (x INTEGER);")
+    (d / "0002_second.sql").write_text("ALTER TABLE t ADD COLUMN y TEXT;")
+    assert [m.version for m in await migrate(db, [("demo", d)])] == [1, 2]
+    assert await migrate(db, [("demo", d)]) == []
+    assert await db.fetchval("SELECT count(*) FROM schema_migrations WHERE component='demo'") == 2
+    await db.close()
+
+
+async def test_failed_migration_leaves_nothing_behind(tmp_path):
+    db = Database(tmp_path / "x.sqlite3")
+    await db.open()
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "0001_bad.sql").write_text("CREATE TABLE t (x INTEGER);\nINSERT INTO nope VALUES (1);")
+    with pytest.raises(sqlite3.OperationalError):
+        await migrate(db, [("demo", d)])
+    assert await db.fetchval("SELECT count(*) FROM sqlite_master WHERE name = 't'") == 0
+    assert await db.fetchval("SELECT count(*) FROM schema_migrations") == 0
+    await db.close()
+
+
+async def test_newer_schema_is_refused(tmp_path):
+    db = Database(tmp_path / "x.sqlite3")
+    await db.open()
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "0001_first.sql").write_text("CREATE TABLE t (x INTEGER);")
+    await migrate(db, [("demo", d)])
+    async with db.transaction("test.fake_newer") as tx:
+        await tx.execute("INSERT INTO schema_migrations (component, version, name, checksum) "
+                         "VALUES ('demo', 7, 'future', 'x')")
+    with pytest.raises(NewerSchemaError, match="newer"):
+        await migrate(db, [("demo", d)])
+    await db.close()
+
+
+def test_daemon_refuses_newer_database_with_clear_message(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{state_dir: {tmp_path}/st}}\nsecret_key: '{'11' * 32}'\n")
+    run = lambda: subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), "migrate"],
+                                 capture_output=True, text=True, cwd=REPO, timeout=60)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    with sqlite3.connect(tmp_path / "st" / "commonroom.sqlite3") as conn:
+        conn.execute("INSERT INTO schema_migrations (component, version, name, checksum) "
+                     "VALUES ('core', 999, 'future', 'x')")
+    second = run()
+    assert second.returncode == 3
+    assert "newer version" in second.stderr and "999" in second.stderr
+
+
+async def test_transaction_rolls_back_on_error(app):
+    with pytest.raises(RuntimeError):
+        async with app.db.transaction("test.rollback") as tx:
+            await tx.execute("INSERT INTO sessions (id_hash, did, csrf_token, created_at, last_seen_at, "
+                             "expires_at) VALUES ('h', 'did:plc:x', 'c', 0, 0, 0)")
+            raise RuntimeError("boom")
+    assert await app.db.fetchval("SELECT count(*) FROM sessions") == 0
+
+
+async def test_reads_do_not_wait_behind_a_writer(app):
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_writer():
+        async with app.db.transaction("test.slow") as tx:
+            await tx.execute("INSERT INTO sessions (id_hash, did, csrf_token, created_at, last_seen_at, "
+                             "expires_at) VALUES ('h', 'did:plc:x', 'c', 0, 0, 0)")
+            entered.set()
+            await release.wait()
+
+    task = asyncio.ensure_future(slow_writer())
+    await entered.wait()
+    # The write transaction is open and holds the write lock; a read still answers at once,
+    # and sees the last committed state.
+    count = await asyncio.wait_for(app.db.fetchval("SELECT count(*) FROM sessions"), 2)
+    assert count == 0
+    release.set()
+    await task
+    assert await app.db.fetchval("SELECT count(*) FROM sessions") == 1
+
+
+def test_secretbox_rotation_and_context_binding():
+    old, new = b"\x01" * 32, b"\x02" * 32
+    sealed = SecretBox(old).seal("s3cret", "apps.key:1")
+    rotated = SecretBox(new, previous=(old,))
+    assert rotated.open(sealed, "apps.key:1") == "s3cret"
+    assert rotated.needs_reseal(sealed)
+    with pytest.raises(SecretBoxError):
+        rotated.open(sealed, "apps.key:2")
+    with pytest.raises(SecretBoxError):
+        SecretBox(new).open(sealed, "apps.key:1")
