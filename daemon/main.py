@@ -100,6 +100,29 @@ async def run_migrate(config: Any, pm: Any) -> int:
     return 0
 
 
+async def run_backup(config: Any, destination: str) -> int:
+    """Copy the live database with SQLite's online backup API (consistent, no downtime)."""
+    import sqlite3
+    from pathlib import Path
+
+    dest = Path(destination)
+    if dest.exists():
+        print(f"commonroom: {dest} exists; refusing to overwrite it", file=sys.stderr)
+        return 1
+
+    def copy() -> None:
+        src = sqlite3.connect(f"file:{config.database_path}?mode=ro", uri=True)
+        out = sqlite3.connect(dest)
+        with out:
+            src.backup(out)
+        out.close()
+        src.close()
+
+    await asyncio.to_thread(copy)
+    print(f"backed up {config.database_path} to {dest}")
+    return 0
+
+
 async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Namespace) -> int:
     from daemon.app import create_app
 
@@ -132,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="migrate the database and serve HTTP until SIGTERM")
     sub.add_parser("migrate", help="apply pending database migrations and exit")
     sub.add_parser("check-config", help="validate the configuration and exit")
+    backup = sub.add_parser("backup", help="copy the database to a new file while the daemon runs")
+    backup.add_argument("destination")
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
@@ -144,11 +169,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "check-config":
-            from daemon.app import load_secret_key, plugin_sections  # noqa: F401
+            from daemon.app import load_secret_key
+            if config.secret_key:
+                load_secret_key(config)  # a malformed key is a configuration error
             print(f"configuration OK: {known.config}")
             return 0
         if args.command == "migrate":
             return asyncio.run(run_migrate(config, pm))
+        if args.command == "backup":
+            return asyncio.run(run_backup(config, args.destination))
         if args.command == "serve":
             return asyncio.run(serve(config, pm))
         return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))

@@ -119,3 +119,16 @@ def test_secretbox_rotation_and_context_binding():
         rotated.open(sealed, "apps.key:2")
     with pytest.raises(SecretBoxError):
         SecretBox(new).open(sealed, "apps.key:1")
+
+
+def test_online_backup_copies_a_consistent_database(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{state_dir: {tmp_path}/st}}\nsecret_key: '{'11' * 32}'\n")
+    cli = lambda *a: subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), *a],
+                                    capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert cli("migrate").returncode == 0
+    result = cli("backup", str(tmp_path / "copy.sqlite3"))
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(tmp_path / "copy.sqlite3") as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations WHERE component='core'").fetchone()[0] >= 1
+    assert cli("backup", str(tmp_path / "copy.sqlite3")).returncode == 1  # never overwrites
