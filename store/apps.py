@@ -32,7 +32,8 @@ async def get_app_tx(tx: Transaction, app_id: str) -> Row | None:
 
 
 async def find_by_key_hash(db: Database, key_hash: bytes) -> Row | None:
-    return await db.fetchone("SELECT * FROM apps WHERE key_hash = ?", (key_hash,))
+    # Every API-key request does this unique-index lookup: a synchronous point read.
+    return await db.fetchone_now("SELECT * FROM apps WHERE key_hash = ?", (key_hash,))
 
 
 async def list_apps(db: Database, owner_did: str, limit: int,

@@ -13,7 +13,7 @@ async def create_session_tx(tx: Transaction, *, id_hash: str, did: str, handle: 
 
 
 async def get_session(db: Database, id_hash: str) -> Row | None:
-    return await db.fetchone("SELECT * FROM sessions WHERE id_hash = ?", (id_hash,))
+    return await db.fetchone_now("SELECT * FROM sessions WHERE id_hash = ?", (id_hash,))
 
 
 async def touch_session_tx(tx: Transaction, id_hash: str, now: float) -> None:
