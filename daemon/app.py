@@ -204,5 +204,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         await db.close()
         raise
     if start:
+        from daemon.sessions import session_janitor
+        app.spawn(session_janitor(app), name="sessions.janitor")
         await call_hook(pm.hook.cr_startup, app=app)
     return app

@@ -69,3 +69,25 @@ async def authenticate_session(app: "Application", sid: str) -> Principal:
 async def end_session(app: "Application", id_hash: str) -> None:
     async with app.db.transaction("sessions.delete") as tx:
         await sessions_store.delete_session_tx(tx, id_hash)
+
+
+async def delete_expired_sessions(app: "Application") -> int:
+    """Remove sessions past their lifetime or idle timeout; returns how many."""
+    now = app.clock.time()
+    async with app.db.transaction("sessions.expire_all") as tx:
+        return await sessions_store.delete_expired_tx(
+            tx, now, now - app.config.sessions.idle_timeout_seconds)
+
+
+async def session_janitor(app: "Application", every_seconds: float = 3600.0) -> None:
+    """Background task: expire old sessions once an hour."""
+    import asyncio
+    import logging
+    while True:
+        try:
+            removed = await delete_expired_sessions(app)
+            if removed:
+                logging.getLogger(__name__).info("expired %d session(s)", removed)
+        except Exception:
+            logging.getLogger(__name__).exception("session clean-up failed")
+        await asyncio.sleep(every_seconds)

@@ -62,3 +62,14 @@ async def test_expired_session_is_401(app, client, clock):
     clock.advance(app.config.sessions.idle_timeout_seconds + 1)
     resp = await client.get("/api/v1/apps", session=alice)
     assert resp.status == 401 and resp.json()["error"] == "session_expired"
+
+
+async def test_expired_sessions_are_removed_from_the_database(app, client, clock):
+    from daemon.sessions import delete_expired_sessions
+    await login_as(app, "did:plc:alice")
+    clock.advance(3600)
+    await login_as(app, "did:plc:bob")
+    assert await delete_expired_sessions(app) == 0
+    clock.advance(app.config.sessions.idle_timeout_seconds - 1800)  # alice idle too long, bob not
+    assert await delete_expired_sessions(app) == 1
+    assert [r["did"] for r in await app.db.fetchall("SELECT did FROM sessions")] == ["did:plc:bob"]
