@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
 from daemon.sessions import SID_COOKIE, authenticate_session
+from plugins.oauth import handlers
+from plugins.oauth.config import OAuthConfig
+from plugins.oauth.grants import oauth_state
 
 
 @hookimpl
@@ -14,3 +18,24 @@ def cr_authenticate(handler: Any) -> Any:
     if not sid:
         return None
     return authenticate_session(handler.app, sid)
+
+
+@hookimpl
+def cr_config_section() -> tuple[str, type]:
+    return ("oauth", OAuthConfig)
+
+
+@hookimpl
+def cr_migrations() -> tuple[str, str]:
+    return ("oauth", str(Path(__file__).parent / "migrations"))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    return handlers.routes()
+
+
+@hookimpl
+def cr_startup(app: Any) -> None:
+    # Load (or generate) the client keys now, so a bad key fails at start-up, not at login.
+    oauth_state(app)

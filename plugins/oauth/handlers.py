@@ -1,0 +1,319 @@
+"""Routes: client metadata, JWKS, login, callback, logout, and the user's profile."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import logging
+import secrets
+from typing import Any, NoReturn
+from urllib.parse import parse_qs, urlencode
+
+import httpx
+
+from daemon.atproto.identity import resolve_did
+from daemon.atproto.pds import read_user_profile
+from daemon.http import ApiError, BaseHandler
+from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
+from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
+                                  pkce_pair)
+from plugins.oauth.grants import oauth_state
+from plugins.oauth.keys import dump_private, load_private, new_dpop_key
+from store import oauth as oauth_store
+
+log = logging.getLogger("commonroom.oauth")
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+# Login failures a person may see, in words they can act on.
+ERROR_TEXT = {
+    "access_denied": "You declined the request at your server, so you are not logged in.",
+    "missing_state": "This login link is incomplete. Start the login again.",
+    "unknown_state": "This login link was already used or is not one we issued. Start the login again.",
+    "flow_expired": "This login took too long and expired. Start the login again.",
+    "issuer_mismatch": "The answer came from a different server than the one the login started "
+                       "with, so it was refused.",
+    "missing_code": "Your server did not send an authorization code. Start the login again.",
+    "authorization_failed": "Your server could not complete the login.",
+    "token_exchange_failed": "Your server refused to complete the login.",
+    "account_mismatch": "You signed in with a different account than the one you asked to log in as.",
+    "issuer_not_authoritative": "That server is not the one your account's PDS names for logins, "
+                                "so the login was refused.",
+    "server_unreachable": "Your server could not be reached. Try again in a moment.",
+    "login_failed": "The login could not be started.",
+}
+
+
+def hash_state(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+def safe_return_to(value: Any) -> str | None:
+    """Only paths on this service: never another site (no open redirect)."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
+            or "\\" in value or len(value) > 1024:
+        return None
+    return value
+
+
+class LoginPageError(Exception):
+    """A login failure to show the person in the browser."""
+
+    def __init__(self, code: str, detail: str = "", status: int = 400) -> None:
+        self.code = code
+        self.detail = detail
+        self.status = status
+        super().__init__(f"{code}: {detail}")
+
+
+class BrowserFacing(BaseHandler):
+    """Answers errors with a readable page (or a redirect to `oauth.error_url`)."""
+
+    def show_error(self, code: str, detail: str = "", status: int = 400) -> None:
+        cfg = oauth_state(self.app).client.cfg
+        if cfg.error_url:
+            sep = "&" if "?" in cfg.error_url else "?"
+            self.redirect(f"{cfg.error_url}{sep}{urlencode({'error': code})}")
+            return
+        text = ERROR_TEXT.get(code, ERROR_TEXT["login_failed"])
+        self.set_status(status)
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+        self.finish(
+            "<!doctype html><html lang=en><meta charset=utf-8>"
+            "<meta name=viewport content='width=device-width'><title>Login failed</title>"
+            "<body style='font-family:sans-serif;max-width:36em;margin:3em auto'>"
+            "<h1>Login failed</h1>"
+            f"<p>{html.escape(text)}</p>"
+            + (f"<p><small>{html.escape(detail)}</small></p>" if detail else "")
+            + f"<p><small>Error code: <code>{html.escape(code)}</code> · request "
+            f"<code>{html.escape(self.request_id)}</code></small></p>"
+            "<p><a href='/'>Back</a></p></body></html>")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if not self.wants_page():
+            return super().write_error(status_code, **kwargs)
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError):
+            self.show_error(exc.code if exc.code in ERROR_TEXT else "login_failed", exc.message,
+                            exc.status)
+        else:
+            self.show_error("login_failed", "Something went wrong on our side.", status_code)
+
+    def wants_page(self) -> bool:
+        return True
+
+
+# ------------------------------------------------------------------ metadata
+
+
+class ClientMetadataHandler(BaseHandler):
+    async def get(self) -> None:
+        self.set_header("Cache-Control", "public, max-age=300")
+        self.send_json(oauth_state(self.app).client.metadata())
+
+
+class JwksHandler(BaseHandler):
+    async def get(self) -> None:
+        self.set_header("Cache-Control", "public, max-age=300")
+        self.send_json(oauth_state(self.app).client.keys.jwks())
+
+
+# ------------------------------------------------------------------ login
+
+
+class LoginHandler(BrowserFacing):
+    rate_limit = "auth"
+
+    def is_form(self) -> bool:
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        return ctype in FORM_TYPES
+
+    def wants_page(self) -> bool:
+        return self.is_form()
+
+    def login_fields(self) -> tuple[str, str | None]:
+        if self.is_form():
+            if self.request.headers.get("Content-Type", "").lower().startswith("multipart/"):
+                raise ApiError(415, "unsupported_media_type",
+                               "Send the login form as application/x-www-form-urlencoded.")
+            fields = {k: v[0] for k, v in parse_qs(self.body.decode("utf-8", "replace")).items()}
+        else:
+            fields = self.json_body()
+        text = fields.get("input")
+        if not isinstance(text, str) or not text.strip():
+            raise ApiError(400, "invalid_request",
+                           "input: give your handle (alice.example.com), DID or server URL.",
+                           details=[{"field": "input", "message": "is required"}])
+        if len(text) > 2048:
+            raise ApiError(400, "invalid_request", "input: too long.",
+                           details=[{"field": "input", "message": "must be at most 2048 characters"}])
+        return text.strip(), safe_return_to(fields.get("returnTo"))
+
+    async def post(self) -> None:
+        text, return_to = self.login_fields()
+        oauth = oauth_state(self.app)
+        client = oauth.client
+        target = await client.resolve_login(text)
+        state = secrets.token_urlsafe(24)
+        verifier, challenge = pkce_pair()
+        dpop_key = new_dpop_key()
+        try:
+            request_uri = await client.push_authorization(
+                target.server, dpop_key, state=state, challenge=challenge, login_hint=target.login_hint)
+        except OAuthError as exc:
+            log.warning("PAR at %s refused: %s", target.server.issuer, exc)
+            raise ApiError(502, "authorization_server_refused",
+                           f"{target.server.issuer} refused to start the login: {exc}") from None
+        state_hash, now = hash_state(state), self.app.clock.time()
+        seal = self.app.secrets.seal
+        async with self.app.db.transaction("oauth.start") as tx:
+            await oauth_store.delete_expired_flows_tx(tx, now)
+            await oauth_store.insert_flow_tx(
+                tx, state_hash=state_hash, issuer=target.server.issuer,
+                server_meta=target.server.to_json(), expected_did=target.did,
+                pds_url=target.pds_url, redirect_uri=client.redirect_uri,
+                client_id=client.client_id, scope=client.scope,
+                verifier_sealed=seal(verifier, f"oauth_flows.verifier:{state_hash}"),
+                dpop_key_sealed=seal(dump_private(dpop_key), f"oauth_flows.dpop_key:{state_hash}"),
+                return_to=return_to, now=now, expires_at=now + client.cfg.flow_timeout_seconds)
+        url = client.authorization_url(target.server, request_uri)
+        if self.is_form():
+            self.redirect(url)
+        else:
+            self.send_json({"redirectUrl": url})
+
+
+# ------------------------------------------------------------------ callback
+
+
+class CallbackHandler(BrowserFacing):
+
+    async def get(self) -> None:
+        try:
+            await self.complete()
+        except LoginPageError as exc:
+            log.info("OAuth callback refused: %s", exc)
+            self.show_error(exc.code, exc.detail, exc.status)
+
+    async def complete(self) -> None:
+        arg = self.get_query_argument
+        state = arg("state", "")
+        if not state:
+            raise LoginPageError("missing_state")
+        state_hash, now = hash_state(state), self.app.clock.time()
+        async with self.app.db.transaction("oauth.take_flow") as tx:
+            flow = await oauth_store.take_flow_tx(tx, state_hash)
+        if flow is None:
+            raise LoginPageError("unknown_state")
+        if flow["expires_at"] <= now:
+            raise LoginPageError("flow_expired")
+        if arg("error", ""):
+            error = arg("error")
+            code = "access_denied" if error == "access_denied" else "authorization_failed"
+            raise LoginPageError(code, arg("error_description", "") or error)
+        # RFC 9207: the answer must name the server the flow started with (mix-up defence).
+        if arg("iss", "") != flow["issuer"]:
+            raise LoginPageError("issuer_mismatch")
+        code = arg("code", "")
+        if not code:
+            raise LoginPageError("missing_code")
+
+        oauth = oauth_state(self.app)
+        client = oauth.client
+        server = ServerMeta.from_json(flow["server_meta"])
+        verifier = self.app.secrets.open(flow["verifier_sealed"], f"oauth_flows.verifier:{state_hash}")
+        dpop_key = load_private(self.app.secrets.open(flow["dpop_key_sealed"],
+                                                      f"oauth_flows.dpop_key:{state_hash}"))
+        try:
+            tokens = await client.exchange_code(server, dpop_key, code, verifier)
+        except OAuthError as exc:
+            raise LoginPageError("token_exchange_failed", str(exc), 502) from None
+        except ApiError as exc:
+            raise LoginPageError("server_unreachable", exc.message, 502) from None
+
+        async def refuse(code: str, detail: str) -> NoReturn:
+            await client.revoke(server, dpop_key, tokens.refresh_token or tokens.access_token)
+            raise LoginPageError(code, detail)
+
+        if flow["expected_did"] and tokens.sub != flow["expected_did"]:
+            await refuse("account_mismatch", f"expected {flow['expected_did']}, got {tokens.sub}")
+        # The server vouches for `sub`; only the account's own PDS can say that this server
+        # speaks for it (else one server could log in as another server's users).
+        try:
+            info = await resolve_did(self.app, tokens.sub)
+            named = await client.authorization_server_of(info.pds_url) if info.pds_url else None
+            if named != server.issuer:  # the account may have just moved: look again
+                info = await resolve_did(self.app, tokens.sub, fresh=True)
+                named = await client.authorization_server_of(info.pds_url) if info.pds_url else None
+        except ApiError as exc:
+            await refuse("issuer_not_authoritative", exc.message)
+        if named != server.issuer or not info.pds_url:
+            await refuse("issuer_not_authoritative",
+                         f"{tokens.sub}'s PDS names {named!r}, not {server.issuer}")
+
+        sid, csrf, session_id = await create_session(self.app, tokens.sub, info.handle)
+        try:
+            async with self.app.db.transaction("oauth.grant") as tx:
+                await oauth.grants.store_tx(tx, session_id, server=server, pds_url=info.pds_url,
+                                            tokens=tokens, dpop_key=dpop_key)
+        except BaseException:
+            await end_session(self.app, session_id)
+            raise
+        set_session_cookies(self, sid, csrf)
+        log.info("logged in %s (%s) through %s", tokens.sub, info.handle, server.issuer)
+        self.redirect(flow["return_to"] or client.cfg.after_login_url)
+
+
+# ------------------------------------------------------------------ session routes
+
+
+class LogoutHandler(BaseHandler):
+    auth = "session"
+
+    async def post(self) -> None:
+        assert self.principal is not None and self.principal.session_id
+        revoked = await oauth_state(self.app).grants.revoke_and_forget(self.principal.session_id)
+        await end_session(self.app, self.principal.session_id)
+        clear_session_cookies(self)
+        self.send_json({"loggedOut": True, "revoked": revoked})
+
+
+class MeHandler(BaseHandler):
+    auth = "session"
+
+    async def get(self) -> None:
+        assert self.principal is not None
+        did, handle = self.principal.did, self.principal.handle
+        if self.principal.session_id:
+            try:
+                # Also the liveness check of the login: a dead grant ends the session (401).
+                await oauth_state(self.app).grants.fresh(self.principal.session_id)
+            except ApiError as exc:
+                if exc.status != 502:
+                    raise
+                log.warning("could not refresh the grant of %s: %s", did, exc.message)
+        out: dict[str, Any] = {"did": did, "handle": handle, "displayName": None,
+                               "avatar": None, "description": None}
+        if did:
+            try:
+                profile = await read_user_profile(self.app, did)
+            except (ApiError, httpx.HTTPError) as exc:  # decoration only: degrade to DID + handle
+                log.info("no profile for %s: %s", did, exc)
+                profile = None
+            for key in ("displayName", "description", "avatar"):
+                value = (profile or {}).get(key)
+                out[key] = value if isinstance(value, str) and value else None
+        self.send_json(out)
+
+
+def routes() -> list[tuple]:
+    return [
+        (METADATA_PATH, ClientMetadataHandler),
+        (JWKS_PATH, JwksHandler),
+        (r"/login", LoginHandler),
+        (CALLBACK_PATH, CallbackHandler),
+        (r"/logout", LogoutHandler),
+        (r"/users/me", MeHandler),
+    ]
+

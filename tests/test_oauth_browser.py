@@ -1,0 +1,59 @@
+"""The login in real headless Chromium: a form post to /login, sign-in and consent on the
+devnet PDS's own pages, back to /oauth/callback, ending logged in on the service."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from tests.fixtures_oauth import SERVICE_HOST
+
+pytestmark = [pytest.mark.pds, pytest.mark.browser]
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--host-resolver-rules=MAP {SERVICE_HOST} 127.0.0.1"]
+
+
+@pytest.fixture
+def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
+    return oauth_tls_config
+
+
+async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
+    from playwright.async_api import async_playwright
+
+    base = app.config.server.base_url
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                           args=CHROMIUM_ARGS)
+        try:
+            # The test CA is not in Chromium's store; accepting the certificate is fine here.
+            context = await browser.new_context(ignore_https_errors=True)
+            page = await context.new_page()
+            await page.goto(base + "/oauth-client-metadata.json")
+            await page.set_content(
+                f"<form method=post action='{base}/login'>"
+                f"<input name=input value='{oauth_account['handle']}'>"
+                "<button type=submit>Log in</button></form>")
+            started = time.perf_counter()
+            async with page.expect_navigation(url=lambda u: "/oauth/authorize" in u):
+                await page.get_by_role("button", name="Log in").click()
+            await page.get_by_placeholder("Enter your password").fill(oauth_account["password"])
+            await page.get_by_role("button", name="Sign in").click()
+            async with page.expect_navigation(url=base + "/users/me", timeout=30_000):
+                await page.get_by_role("button", name="Authorize").click()
+            elapsed = time.perf_counter() - started
+
+            me = json.loads(await page.locator("body").inner_text())
+            assert me["did"] == oauth_account["did"]
+            assert me["handle"] == oauth_account["handle"]
+            cookies = {c["name"]: c for c in await context.cookies(base)}
+            assert cookies["sid"]["httpOnly"] and cookies["sid"]["secure"]
+            assert not cookies["csrf-token"]["httpOnly"]
+            print(f"\nbrowser login round trip: {elapsed * 1000:.0f} ms")
+        finally:
+            await browser.close()
