@@ -74,6 +74,7 @@ class SessionsConfig:
 
 @dataclass(frozen=True)
 class AtprotoConfig:
+    """Talking to PLC, PDSes and handle hosts; community accounts. See docs/atproto.md."""
     plc_url: str = "https://plc.directory"
     namespace: str = "community.commonroom"
     resolve_handles_via_pds: str | None = None
@@ -83,6 +84,11 @@ class AtprotoConfig:
     request_timeout_seconds: float = 10.0
     max_retries: int = 2
     allow_insecure_http: bool = False
+    retry_backoff_seconds: float = 0.5
+    retry_after_max_seconds: float = 10.0
+    resolve_concurrency: int = 8
+    provision_email_template: str = "{handle}@accounts.invalid"
+    validate_records: bool = True
 
 
 @dataclass(frozen=True)

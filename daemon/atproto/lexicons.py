@@ -1,0 +1,357 @@
+"""Our lexicons (``lexicons/*.json``) and a validator for the records the service writes.
+
+The files use the namespace ``community.commonroom``; an operator who configures another
+``atproto.namespace`` gets the same schemas with the prefix replaced. The validator covers
+the lexicon features those schemas use, and a little more: ``record`` (with its ``key``),
+``object`` (``required``, ``nullable``), ``string`` (``minLength``/``maxLength`` in UTF-8 bytes,
+``minGraphemes``/``maxGraphemes``, ``format``, ``enum``, ``const``, ``knownValues``),
+``integer`` (``minimum``, ``maximum``, ``enum``, ``const``), ``boolean``, ``array``, ``ref``
+(``#def``, ``nsid``, ``nsid#def``), ``union``, ``blob`` (``accept`` with wildcards,
+``maxSize``), ``unknown``, ``cid-link``, ``bytes``.
+
+*Strict* validation (the default, for records we write ourselves) also rejects properties a
+schema does not declare and string values outside ``knownValues``: a writer should only ever
+produce what its own schema describes, while readers stay open to newer values.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from daemon.atproto import syntax
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.atproto")
+
+LEXICON_DIR = Path(__file__).resolve().parent.parent.parent / "lexicons"
+SOURCE_NAMESPACE = "community.commonroom"
+
+_FORMATS: dict[str, Callable[[Any], bool]] = {
+    "did": syntax.is_did,
+    "handle": syntax.is_handle,
+    "at-identifier": syntax.is_at_identifier,
+    "nsid": syntax.is_nsid,
+    "record-key": syntax.is_rkey,
+    "tid": syntax.is_tid,
+    "at-uri": syntax.is_at_uri,
+    "uri": syntax.is_uri,
+    "datetime": syntax.is_datetime,
+    "cid": syntax.is_cid,
+    "language": syntax.is_language,
+}
+
+
+class LexiconError(ValueError):
+    """A value does not match its lexicon. ``problems`` lists ``(path, message)``."""
+
+    def __init__(self, nsid: str, problems: list[tuple[str, str]]) -> None:
+        self.nsid = nsid
+        self.problems = problems
+        text = "; ".join(f"{p}: {m}" if p else m for p, m in problems)
+        super().__init__(f"{nsid}: {text}")
+
+
+def grapheme_count(text: str) -> int:
+    """User-perceived characters, approximately (extended grapheme clusters without a
+    Unicode segmentation library): combining marks, variation selectors, emoji modifiers and
+    tags join the previous character, ZWJ joins the next, regional indicators pair up. When
+    unsure it counts more, never fewer, so a limit is never exceeded."""
+    count = 0
+    join_next = False
+    open_flag = False
+    for ch in text:
+        cp = ord(ch)
+        extends = (unicodedata.category(ch) in ("Mn", "Me", "Mc") or 0xFE00 <= cp <= 0xFE0F
+                   or 0x1F3FB <= cp <= 0x1F3FF or 0xE0020 <= cp <= 0xE007F or cp == 0x200D)
+        if count and (extends or join_next):
+            join_next = cp == 0x200D
+            open_flag = False
+            continue
+        if 0x1F1E6 <= cp <= 0x1F1FF:
+            if open_flag:
+                open_flag = False
+                continue
+            open_flag = True
+        else:
+            open_flag = False
+        join_next = cp == 0x200D
+        count += 1
+    return count
+
+
+@dataclass
+class _Ctx:
+    nsid: str       # the document a relative "#ref" is resolved in
+    strict: bool
+    problems: list[tuple[str, str]]
+
+    def fail(self, path: str, message: str) -> None:
+        self.problems.append((path, message))
+
+
+class Lexicons:
+    """A set of lexicon documents, by NSID."""
+
+    def __init__(self, docs: dict[str, dict[str, Any]]) -> None:
+        self.docs = docs
+
+    @classmethod
+    def load(cls, directory: str | Path = LEXICON_DIR,
+             namespace: str = SOURCE_NAMESPACE) -> Lexicons:
+        """Read every ``*.json`` in `directory`, renamed into `namespace`."""
+        docs: dict[str, dict[str, Any]] = {}
+        for path in sorted(Path(directory).glob("*.json")):
+            text = path.read_text()
+            if namespace != SOURCE_NAMESPACE:
+                text = text.replace(f"{SOURCE_NAMESPACE}.", f"{namespace}.")
+            doc = json.loads(text)
+            if doc.get("lexicon") != 1 or not syntax.is_nsid(doc.get("id")) \
+                    or not isinstance(doc.get("defs"), dict):
+                raise ValueError(f"{path} is not a lexicon document (lexicon: 1, id, defs)")
+            docs[doc["id"]] = doc
+        return cls(docs)
+
+    def __contains__(self, nsid: str) -> bool:
+        return nsid in self.docs
+
+    def main(self, nsid: str) -> dict[str, Any]:
+        return self.docs[nsid]["defs"]["main"]
+
+    def is_record(self, nsid: str) -> bool:
+        return nsid in self.docs and self.main(nsid).get("type") == "record"
+
+    def record_key(self, nsid: str) -> str:
+        """The record key type: ``tid``, ``literal:self``, ``any``, ``nsid``..."""
+        return self.main(nsid).get("key", "any")
+
+    # ---------------------------------------------------------------- validation
+
+    def validate_record(self, nsid: str, value: Any, *, rkey: str | None = None,
+                        strict: bool = True) -> None:
+        """Raise :class:`LexiconError` unless `value` is a valid `nsid` record (stored under
+        `rkey`, when given)."""
+        if not self.is_record(nsid):
+            raise LexiconError(nsid, [("", "no record lexicon with this NSID")])
+        main = self.main(nsid)
+        ctx = _Ctx(nsid, strict, [])
+        if not isinstance(value, dict):
+            ctx.fail("", "a record must be an object")
+        else:
+            if "$type" in value and value["$type"] != nsid:
+                ctx.fail("$type", f"is {value['$type']!r}, expected {nsid!r}")
+            self._object(main["record"], value, "", ctx)
+        if rkey is not None:
+            self._key(main.get("key", "any"), rkey, ctx)
+        if ctx.problems:
+            raise LexiconError(nsid, ctx.problems)
+
+    def validate_if_known(self, nsid: str, value: Any, *, rkey: str | None = None) -> None:
+        """Validate (strictly) when we have a record lexicon for `nsid`; else do nothing."""
+        if self.is_record(nsid):
+            self.validate_record(nsid, value, rkey=rkey, strict=True)
+
+    def _key(self, key: str, rkey: str, ctx: _Ctx) -> None:
+        if not syntax.is_rkey(rkey):
+            ctx.fail("rkey", f"{rkey!r} is not a record key")
+        elif key == "tid" and not syntax.is_tid(rkey):
+            ctx.fail("rkey", f"{rkey!r} is not a TID")
+        elif key == "nsid" and not syntax.is_nsid(rkey):
+            ctx.fail("rkey", f"{rkey!r} is not an NSID")
+        elif key.startswith("literal:") and rkey != key[len("literal:"):]:
+            ctx.fail("rkey", f"must be {key[len('literal:'):]!r}")
+
+    def _resolve(self, ref: str, ctx: _Ctx) -> tuple[str, dict[str, Any]] | None:
+        nsid, _, name = ref.partition("#")
+        nsid = nsid or ctx.nsid
+        doc = self.docs.get(nsid)
+        schema = doc["defs"].get(name or "main") if doc else None
+        return (nsid, schema) if schema is not None else None
+
+    def _value(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        kind = schema.get("type")
+        handler = {
+            "object": self._object, "ref": self._ref, "union": self._union,
+            "string": self._string, "integer": self._integer, "boolean": self._boolean,
+            "array": self._array, "blob": self._blob, "unknown": self._unknown,
+            "cid-link": self._cid_link, "bytes": self._bytes,
+        }.get(kind)  # type: ignore[arg-type]
+        if handler is None:
+            ctx.fail(path, f"the lexicon uses the type {kind!r}, which this validator does not know")
+            return
+        handler(schema, value, path, ctx)
+
+    def _object(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, dict):
+            ctx.fail(path, "must be an object")
+            return
+        props = schema.get("properties", {})
+        nullable = set(schema.get("nullable", []))
+        for name in schema.get("required", []):
+            if name not in value or (value[name] is None and name not in nullable):
+                ctx.fail(_join(path, name), "is required")
+        for name, item in value.items():
+            if name == "$type" and path == "":
+                continue
+            if name not in props:
+                if ctx.strict and name != "$type":
+                    ctx.fail(_join(path, name), "is not in the lexicon")
+                continue
+            if item is None:
+                if name not in nullable:
+                    ctx.fail(_join(path, name), "must not be null")
+                continue
+            self._value(props[name], item, _join(path, name), ctx)
+
+    def _ref(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        found = self._resolve(schema["ref"], ctx)
+        if found is None:
+            ctx.fail(path, f"the lexicon refers to {schema['ref']!r}, which does not exist")
+            return
+        nsid, target = found
+        inner = _Ctx(nsid, ctx.strict, ctx.problems)
+        self._value(target, value, path, inner)
+
+    def _union(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, dict) or not isinstance(value.get("$type"), str):
+            ctx.fail(path, "must be an object with a $type")
+            return
+        refs = schema.get("refs", [])
+        wanted = value["$type"]
+        for ref in refs:
+            full = ref if not ref.startswith("#") else f"{ctx.nsid}{ref}"
+            if full == wanted or (full.endswith("#main") and full[:-5] == wanted):
+                self._ref({"ref": ref}, value, path, ctx)
+                return
+        if schema.get("closed") or ctx.strict:
+            ctx.fail(path, f"$type {wanted!r} is not one of {', '.join(refs)}")
+
+    def _string(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, str):
+            ctx.fail(path, "must be a string")
+            return
+        size = len(value.encode("utf-8"))
+        if "maxLength" in schema and size > schema["maxLength"]:
+            ctx.fail(path, f"is {size} bytes long, at most {schema['maxLength']} allowed")
+        if "minLength" in schema and size < schema["minLength"]:
+            ctx.fail(path, f"must be at least {schema['minLength']} bytes long")
+        if "maxGraphemes" in schema or "minGraphemes" in schema:
+            graphemes = grapheme_count(value)
+            if "maxGraphemes" in schema and graphemes > schema["maxGraphemes"]:
+                ctx.fail(path, f"is {graphemes} characters long, at most {schema['maxGraphemes']} allowed")
+            if "minGraphemes" in schema and graphemes < schema["minGraphemes"]:
+                ctx.fail(path, f"must be at least {schema['minGraphemes']} characters long")
+        fmt = schema.get("format")
+        if fmt is not None:
+            check = _FORMATS.get(fmt)
+            if check is None:
+                ctx.fail(path, f"the lexicon uses the string format {fmt!r}, which this validator does not know")
+            elif not check(value):
+                ctx.fail(path, f"{value!r} is not a valid {fmt}")
+        if "const" in schema and value != schema["const"]:
+            ctx.fail(path, f"must be {schema['const']!r}")
+        if "enum" in schema and value not in schema["enum"]:
+            ctx.fail(path, f"must be one of {', '.join(map(repr, schema['enum']))}")
+        if ctx.strict and "knownValues" in schema and value not in schema["knownValues"]:
+            ctx.fail(path, f"{value!r} is not one of {', '.join(map(repr, schema['knownValues']))}")
+
+    def _integer(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            ctx.fail(path, "must be an integer")
+            return
+        if "minimum" in schema and value < schema["minimum"]:
+            ctx.fail(path, f"must be at least {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            ctx.fail(path, f"must be at most {schema['maximum']}")
+        if "enum" in schema and value not in schema["enum"]:
+            ctx.fail(path, f"must be one of {schema['enum']}")
+        if "const" in schema and value != schema["const"]:
+            ctx.fail(path, f"must be {schema['const']}")
+
+    def _boolean(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, bool):
+            ctx.fail(path, "must be true or false")
+        elif "const" in schema and value != schema["const"]:
+            ctx.fail(path, f"must be {str(schema['const']).lower()}")
+
+    def _array(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, list):
+            ctx.fail(path, "must be a list")
+            return
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            ctx.fail(path, f"has {len(value)} items, at most {schema['maxLength']} allowed")
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            ctx.fail(path, f"must have at least {schema['minLength']} item(s)")
+        for i, item in enumerate(value):
+            self._value(schema["items"], item, f"{path}[{i}]", ctx)
+
+    def _blob(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, dict):
+            ctx.fail(path, "must be a blob reference")
+            return
+        ref = value.get("ref")
+        if value.get("$type") == "blob":
+            if not (isinstance(ref, dict) and syntax.is_cid(ref.get("$link"))):
+                ctx.fail(_join(path, "ref"), "must be {$link: <cid>}")
+            if isinstance(value.get("size"), bool) or not isinstance(value.get("size"), int):
+                ctx.fail(_join(path, "size"), "must be an integer")
+        elif not (ctx.strict is False and syntax.is_cid(value.get("cid"))):  # legacy shape, read-only
+            ctx.fail(path, "must be a blob reference ({$type: blob, ref, mimeType, size})")
+            return
+        mime = value.get("mimeType")
+        if not isinstance(mime, str) or "/" not in mime:
+            ctx.fail(_join(path, "mimeType"), "must be a MIME type")
+        elif "accept" in schema and not any(fnmatch.fnmatchcase(mime, pattern)
+                                            for pattern in schema["accept"]):
+            ctx.fail(_join(path, "mimeType"), f"{mime} is not accepted ({', '.join(schema['accept'])})")
+        size = value.get("size")
+        if "maxSize" in schema and isinstance(size, int) and size > schema["maxSize"]:
+            ctx.fail(_join(path, "size"), f"is {size} bytes, at most {schema['maxSize']} allowed")
+
+    def _unknown(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not isinstance(value, dict):
+            ctx.fail(path, "must be an object")
+
+    def _cid_link(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not (isinstance(value, dict) and syntax.is_cid(value.get("$link"))):
+            ctx.fail(path, "must be {$link: <cid>}")
+
+    def _bytes(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
+        if not (isinstance(value, dict) and isinstance(value.get("$bytes"), str)):
+            ctx.fail(path, "must be {$bytes: <base64>}")
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+# ------------------------------------------------------------------ per app
+
+
+def lexicons_for(app: Application) -> Lexicons:
+    """The lexicons in the app's namespace (loaded once). Empty if ``lexicons/`` is missing
+    (an install without the repository's data files): nothing is then validated."""
+    namespace = app.config.atproto.namespace
+    key = f"atproto.lexicons:{namespace}"
+    lex = app.state.get(key)
+    if lex is None:
+        if LEXICON_DIR.is_dir():
+            lex = Lexicons.load(LEXICON_DIR, namespace)
+        else:
+            log.warning("no lexicons directory at %s: records are written unvalidated", LEXICON_DIR)
+            lex = Lexicons({})
+        app.state[key] = lex
+    return lex
+
+
+def nsid(app: Application, name: str) -> str:
+    """The full NSID of one of our lexicons: ``nsid(app, "membership")`` ->
+    ``community.commonroom.membership`` (or the configured namespace)."""
+    return f"{app.config.atproto.namespace}.{name}"
