@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any, Coroutine, Iterable
 
@@ -22,6 +24,12 @@ from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
 
 log = logging.getLogger("commonroom")
+
+# httpcore (under httpx, our outbound client) tries to import the optional `sniffio` on
+# every request; when it is not installed each attempt walks sys.path (~0.7 ms a request).
+# Record its absence once.
+if importlib.util.find_spec("sniffio") is None:
+    sys.modules.setdefault("sniffio", None)  # type: ignore[arg-type]
 
 
 def load_config(path: str | os.PathLike[str], *, extra_plugins: Iterable[Any] = (),
@@ -200,11 +208,14 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.add_handlers(r".*", routes)
+        if start:
+            from daemon.sessions import session_janitor
+            app.spawn(session_janitor(app), name="sessions.janitor")
+            await call_hook(pm.hook.cr_startup, app=app)
     except BaseException:
-        await db.close()
+        if "app" in locals():
+            await app.shutdown()
+        else:
+            await db.close()
         raise
-    if start:
-        from daemon.sessions import session_janitor
-        app.spawn(session_janitor(app), name="sessions.janitor")
-        await call_hook(pm.hook.cr_startup, app=app)
     return app

@@ -36,6 +36,22 @@ def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, query_only: bool)
         conn.execute("PRAGMA query_only = ON")
 
 
+def _fetch_one(conn: sqlite3.Connection, sql: str, params: Any) -> Row | None:
+    cur = conn.execute(sql, params)
+    try:
+        return cur.fetchone()
+    finally:
+        cur.close()
+
+
+def _fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[Row]:
+    cur = conn.execute(sql, params)
+    try:
+        return cur.fetchall()
+    finally:
+        cur.close()
+
+
 class Transaction:
     """A write transaction in progress; passed to `*_tx` functions."""
 
@@ -157,13 +173,17 @@ class Database:
     def _reader(self) -> aiosqlite.Connection:
         return next(self._reader_cycle)  # type: ignore[call-overload]
 
+    # Each read runs as ONE call on the reader's thread: execute, fetch, close. A cursor
+    # left open between two thread hops keeps its read snapshot, and an overlapping read
+    # on the same connection would then see data older than a commit that had finished.
+
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
-        async with self._reader().execute(sql, params) as cur:
-            return await cur.fetchone()
+        reader = self._reader()
+        return await reader._execute(_fetch_one, reader._conn, sql, params)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]:
-        async with self._reader().execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        reader = self._reader()
+        return await reader._execute(_fetch_all, reader._conn, sql, params)
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
         row = await self.fetchone(sql, params)
