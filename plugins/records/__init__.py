@@ -1,1 +1,26 @@
-"""Plugin package (see the issue tracker for its status)."""
+"""Community records: apps create, update, delete, list and read records in a community's
+repo on behalf of its members (docs/records.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon import hookimpl
+from plugins.records import handlers
+from plugins.records.settings import RecordsConfig
+
+
+@hookimpl
+def cr_config_section() -> tuple[str, type]:
+    return ("records", RecordsConfig)
+
+
+@hookimpl
+def cr_migrations() -> tuple[str, str]:
+    return ("records", str(Path(__file__).parent / "migrations"))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    return handlers.routes()

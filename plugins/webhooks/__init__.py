@@ -1,1 +1,44 @@
-"""Plugin package (see the issue tracker for its status)."""
+"""Webhooks: apps register endpoints and receive signed, durable, at-least-once deliveries
+of the domain events of the communities they may see (docs/webhooks.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon import hookimpl
+from plugins.webhooks import delivery, handlers
+from plugins.webhooks.settings import WebhooksConfig, check
+
+
+@hookimpl
+def cr_config_section() -> tuple[str, type]:
+    return ("webhooks", WebhooksConfig)
+
+
+@hookimpl
+def cr_migrations() -> tuple[str, str]:
+    return ("webhooks", str(Path(__file__).parent / "migrations"))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    return handlers.routes()
+
+
+@hookimpl
+def cr_startup(app: Any) -> None:
+    check(app.config.plugin("webhooks"))
+    app.state[delivery.STATE_KEY] = d = delivery.Dispatcher(app)
+    d.start()
+
+
+@hookimpl
+def cr_shutdown(app: Any) -> Any:
+    d = app.state.get(delivery.STATE_KEY)
+    return d.stop() if d is not None else None
+
+
+@hookimpl
+def cr_event_tx(app: Any, tx: Any, event: Any) -> Any:
+    return delivery.enqueue_tx(app, tx, event)

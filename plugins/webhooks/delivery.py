@@ -1,0 +1,478 @@
+"""Fan-out of events to webhooks, and the delivery loop.
+
+Fan-out (`enqueue_tx`) runs inside the transaction of the change: it selects the
+webhooks that may hear about the event and writes one delivery row for each, so a
+change and its deliveries commit or roll back together.
+
+The loop (`Dispatcher`) runs in the daemon's event loop. It keeps, in memory, when each
+webhook next has work (`_due`); the database is the truth and is rescanned at start-up,
+on `kick()` and every `poll_interval_seconds`. Each webhook with due work gets one
+worker, which sends that webhook's deliveries one after another in event order: event
+N+1 is not sent before N is settled (delivered, or given up). At most `max_in_flight`
+workers run, so at most that many requests are in flight. Successful results are
+written in batches; a crash before they are written means those events are sent again
+(at least once, never lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import logging
+import random
+import ssl
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpcore
+
+from daemon.clock import iso
+from daemon.events import Event
+from plugins.communities.access import app_can_see_tx
+from plugins.webhooks import signing
+from plugins.webhooks.guard import Guard, GuardedBackend
+from plugins.webhooks.settings import WebhooksConfig
+from store import webhooks as store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.webhooks")
+
+BATCH = 100
+
+STATE_KEY = "webhooks"
+
+
+def dispatcher(app: "Application") -> "Dispatcher":
+    return app.state[STATE_KEY]
+
+
+def secret_context(webhook_id: str) -> str:
+    return f"webhooks.secret:{webhook_id}"
+
+
+def previous_secret_context(webhook_id: str) -> str:
+    return f"webhooks.previous_secret:{webhook_id}"
+
+
+# ------------------------------------------------------------------ fan-out
+
+
+async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
+    """Queue the event for every webhook that subscribed to it and whose app may see
+    its community."""
+    candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
+    if not candidates:
+        return
+    visible: dict[str, bool] = {}
+    chosen: list[str] = []
+    for row in candidates:
+        app_id = row["app_id"]
+        if app_id not in visible:
+            if event.community_did is None:
+                # An event outside any community concerns only the app that caused it.
+                visible[app_id] = app_id == event.app_id
+            else:
+                visible[app_id] = await app_can_see_tx(tx, event.community_did, app_id)
+        if visible[app_id]:
+            chosen.append(row["id"])
+    if not chosen:
+        return
+    await store.enqueue_tx(tx, [(w, event.id) for w in chosen], app.clock.time(), app.clock.iso_now())
+    d = app.state.get(STATE_KEY)
+    if d is not None:
+        tx.after_commit(lambda: d.notify(chosen))
+
+
+# ------------------------------------------------------------------ one attempt
+
+
+@dataclass
+class Outcome:
+    status_code: int | None
+    error: str | None
+    retry: bool
+    retry_after: float | None = None
+
+    @property
+    def delivered(self) -> bool:
+        return self.error is None
+
+
+def classify(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> Outcome:
+    if 200 <= status < 300:
+        return Outcome(status, None, False)
+    snippet = body[:200].decode("utf-8", "replace").strip()
+    error = f"HTTP {status}" + (f": {snippet}" if snippet else "")
+    if status == 429 or status == 408 or status >= 500:
+        retry_after = None
+        for k, v in headers:
+            if k.lower() == b"retry-after":
+                try:
+                    retry_after = max(0.0, float(v.decode().strip()))
+                except ValueError:
+                    retry_after = None
+        return Outcome(status, error, True, retry_after)
+    if 300 <= status < 400:
+        location = next((v.decode("latin-1") for k, v in headers if k.lower() == b"location"), "")
+        error = f"HTTP {status}: redirects are not followed" + (f" (to {location})" if location else "")
+    return Outcome(status, error, False)
+
+
+def payload_body(row: Row) -> bytes:
+    """The event as delivered: the same bytes on every attempt."""
+    event = Event(row["event_id"], 0, row["type"], row["community_did"], None, None,
+                  json.loads(row["data"]), row["event_created_at"])
+    return json.dumps(event.payload(), separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass
+class Hook:
+    """What a worker needs of a webhook, refreshed when it changes."""
+
+    id: str
+    url: str
+    keys: list[bytes]
+
+
+# ------------------------------------------------------------------ the loop
+
+
+class Dispatcher:
+    def __init__(self, app: "Application") -> None:
+        self.app = app
+        self.config: WebhooksConfig = app.config.plugin("webhooks")
+        self.guard = Guard(self.config.allow_http, self.config.allowed_targets)
+        self.random = random.Random()
+        self._pool: httpcore.AsyncConnectionPool | None = None
+        self._due: dict[str, float] = {}          # webhook id -> when it next has work
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._notified: set[str] = set()         # new work arrived while its worker ran
+        self._changed: set[str] = set()          # the webhook changed while its worker ran
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._rescan = True
+        self._generation = 0
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._last_prune = 0.0
+        self._next_poll = 0.0
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def pool(self) -> httpcore.AsyncConnectionPool:
+        if self._pool is None:
+            self._pool = httpcore.AsyncConnectionPool(
+                ssl_context=ssl.create_default_context(),
+                max_connections=max(1, self.config.max_in_flight) * 2,
+                max_keepalive_connections=max(1, self.config.max_in_flight) * 2,
+                keepalive_expiry=30.0, retries=0,
+                network_backend=GuardedBackend(self.guard))
+        return self._pool
+
+    def start(self) -> None:
+        self._task = self.app.spawn(self._run(), name="webhooks.dispatcher")
+
+    async def stop(self) -> None:
+        """Let in-flight deliveries finish (bounded by the caller's timeout); anything not
+        settled stays pending for the next start."""
+        self._stopping = True
+        self._wake.set()
+        workers = list(self._workers.values())
+        if workers:
+            await asyncio.gather(*workers, return_exceptions=True)
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._pool is not None:
+            await self._pool.aclose()
+            self._pool = None
+
+    # ---------------------------------------------------------------- signals
+
+    def notify(self, webhook_ids: list[str]) -> None:
+        """New deliveries were committed for these webhooks."""
+        now = self.app.clock.time()
+        woke = False
+        for w in webhook_ids:
+            due = self._due.get(w)
+            if w in self._workers:
+                self._notified.add(w)
+            elif due is None:
+                self._due[w] = now
+                woke = True
+            elif due <= now:
+                woke = True
+            # else: its oldest delivery waits for a retry; the new ones queue behind it
+        if woke:
+            self._idle.clear()
+            self._wake.set()
+
+    def webhook_changed(self, webhook_id: str) -> None:
+        """A webhook was edited, rotated, re-enabled or deleted: rescan."""
+        self._changed.add(webhook_id)
+        self.kick()
+
+    def kick(self) -> None:
+        """Rescan the queue now (tests call this after advancing the clock)."""
+        self._rescan = True
+        self._generation += 1
+        self._idle.clear()
+        self._wake.set()
+
+    async def settle(self, timeout: float = 10.0) -> None:
+        """Wait until nothing is due and no worker runs (tests)."""
+        self.kick()
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    # ---------------------------------------------------------------- the main loop
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            generation = self._generation
+            try:
+                if self._rescan or self._poll_due():
+                    self._rescan = False
+                    await self._scan()
+                self._start_workers()
+                await self._maybe_prune()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("webhook dispatcher pass failed")
+            now = self.app.clock.time()
+            if not self._workers and not any(t <= now for t in self._due.values()) \
+                    and generation == self._generation:
+                self._idle.set()
+            timeout = self.config.poll_interval_seconds
+            if self._due:
+                timeout = max(0.0, min(timeout, min(self._due.values()) - now))
+            if self._workers and len(self._workers) >= self.config.max_in_flight:
+                timeout = self.config.poll_interval_seconds
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout if timeout > 0 else 0.001)
+            except asyncio.TimeoutError:
+                pass
+
+    def _poll_due(self) -> bool:
+        mono = self.app.clock.monotonic()
+        if mono >= self._next_poll:
+            self._next_poll = mono + self.config.poll_interval_seconds
+            return True
+        return False
+
+    async def _scan(self) -> None:
+        heads = await store.pending_heads(self.app.db)
+        # Merged with what is known in memory: a notification that arrived while the scan
+        # ran may be newer than what the scan read.
+        scanned = {r["webhook_id"]: float(r["next_attempt_at"]) for r in heads}
+        for w, t in self._due.items():
+            scanned[w] = min(t, scanned.get(w, t))
+        self._due = {w: t for w, t in scanned.items() if w not in self._workers}
+
+    def _start_workers(self) -> None:
+        if self._stopping:
+            return
+        now = self.app.clock.time()
+        ready = sorted((t, w) for w, t in self._due.items() if t <= now and w not in self._workers)
+        for _, webhook_id in ready:
+            if len(self._workers) >= self.config.max_in_flight:
+                break
+            del self._due[webhook_id]
+            self._notified.discard(webhook_id)
+            task = asyncio.get_running_loop().create_task(self._work(webhook_id),
+                                                          name=f"webhooks.worker.{webhook_id}")
+            self._workers[webhook_id] = task
+
+    async def _maybe_prune(self) -> None:
+        now = self.app.clock.time()
+        if now - self._last_prune < 3600:
+            return
+        self._last_prune = now
+        cutoff = iso(now - self.config.delivery_log_retention_days * 86400)
+        async with self.app.db.transaction("webhooks.prune") as tx:
+            removed = await store.prune_completed_tx(tx, cutoff)
+        if removed:
+            log.info("pruned %d old webhook deliveries from the log", removed)
+
+    # ---------------------------------------------------------------- a worker
+
+    async def _load_hook(self, webhook_id: str) -> Hook | None:
+        async with self.app.db.transaction("webhooks.load") as tx:  # fresh, see pending_batch_tx
+            row = await store.get_webhook_tx(tx, webhook_id)
+        if row is None or not row["active"] or not row["app_active"]:
+            return None
+        keys = [signing.secret_key(self.app.secrets.open(row["secret_sealed"], secret_context(webhook_id)))]
+        if row["previous_secret_sealed"] and (row["previous_secret_until"] or 0) > self.app.clock.time():
+            keys.append(signing.secret_key(self.app.secrets.open(
+                row["previous_secret_sealed"], previous_secret_context(webhook_id))))
+        return Hook(webhook_id, row["url"], keys)
+
+    async def _work(self, webhook_id: str) -> None:
+        next_due: float | None = None
+        delivered: list[tuple[int, int, str, str]] = []
+        try:
+            self._changed.discard(webhook_id)
+            hook = await self._load_hook(webhook_id)
+            while hook is not None and not self._stopping:
+                self._notified.discard(webhook_id)
+                async with self.app.db.transaction("webhooks.next_batch") as tx:
+                    batch = await store.pending_batch_tx(tx, webhook_id, BATCH)
+                if not batch:
+                    break
+                for row in batch:
+                    if self._stopping:
+                        break
+                    if webhook_id in self._changed:
+                        break
+                    if row["next_attempt_at"] > self.app.clock.time():
+                        next_due = float(row["next_attempt_at"])
+                        break
+                    attempted_at = self.app.clock.iso_now()
+                    outcome = await self._attempt(hook, row)
+                    if outcome.delivered:
+                        delivered.append((row["id"], outcome.status_code or 0,
+                                          row["first_attempt_at"] or attempted_at, attempted_at))
+                        continue
+                    await self._flush(webhook_id, delivered)
+                    next_due, disabled = await self._record_failure(hook, row, outcome, attempted_at)
+                    if disabled:
+                        hook = None
+                    if next_due is not None or disabled:
+                        break
+                await self._flush(webhook_id, delivered)
+                if next_due is not None or hook is None:
+                    break
+                if webhook_id in self._changed:
+                    self._changed.discard(webhook_id)
+                    hook = await self._load_hook(webhook_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("webhook worker for %s failed", webhook_id)
+            next_due = self.app.clock.time() + 5.0
+        finally:
+            self._workers.pop(webhook_id, None)
+        if self._stopping:
+            return
+        if webhook_id in self._notified or webhook_id in self._changed:
+            self._notified.discard(webhook_id)
+            self._rescan = self._rescan or webhook_id in self._changed
+            self._due[webhook_id] = self.app.clock.time() if next_due is None else next_due
+        elif next_due is not None:
+            self._due[webhook_id] = next_due
+        self._wake.set()
+
+    async def _flush(self, webhook_id: str, delivered: list[tuple[int, int, str, str]]) -> None:
+        if not delivered:
+            return
+        async with self.app.db.transaction("webhooks.delivered") as tx:
+            await store.mark_delivered_tx(tx, webhook_id, delivered)
+        delivered.clear()
+
+    async def _attempt(self, hook: Hook, row: Row) -> Outcome:
+        body = payload_body(row)
+        timestamp = int(self.app.clock.time())
+        headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
+                   **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}
+        timeout = self.config.request_timeout_seconds
+        try:
+            return await asyncio.wait_for(self._post(hook.url, headers, body, timeout), timeout)
+        except asyncio.TimeoutError:
+            return Outcome(None, f"timed out after {timeout:g} s", True)
+        except httpcore.TimeoutException as exc:
+            return Outcome(None, f"timed out ({type(exc).__name__})", True)
+        except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError,
+                httpcore.UnsupportedProtocol, OSError, ssl.SSLError) as exc:
+            return Outcome(None, f"{_describe(exc)}", True)
+        except Exception as exc:  # noqa: BLE001 (counted like any failure, so it cannot loop)
+            log.exception("webhook %s: unexpected error sending delivery %s", hook.id, row["id"])
+            return Outcome(None, f"internal error: {type(exc).__name__}", True)
+
+    async def _post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Outcome:
+        extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
+        async with self.pool.stream("POST", url, headers=headers, content=body,
+                                    extensions=extensions) as response:
+            received = bytearray()
+            async for chunk in response.aiter_stream():
+                if len(received) < 4096:
+                    received += chunk
+                if len(received) > 65536:
+                    break
+            return classify(response.status, bytes(received), response.headers)
+
+    async def _record_failure(self, hook: Hook, row: Row, outcome: Outcome,
+                              attempted_at: str) -> tuple[float | None, bool]:
+        """Schedule a retry or give the delivery up: (when to retry or None, whether the
+        webhook was disabled)."""
+        schedule = self.config.retry_schedule_seconds
+        attempt = row["attempts"] + 1
+        now = self.app.clock.time()
+        if outcome.retry and attempt <= len(schedule):
+            delay = schedule[attempt - 1] * (1 + self.random.uniform(-1, 1) * self.config.retry_jitter)
+            if outcome.retry_after is not None:
+                delay = max(delay, min(outcome.retry_after, self.config.max_retry_after_seconds))
+            next_at = now + max(0.0, delay)
+            async with self.app.db.transaction("webhooks.retry") as tx:
+                await store.mark_retry_tx(tx, row["id"], status_code=outcome.status_code,
+                                          error=outcome.error or "", attempted_at=attempted_at,
+                                          next_attempt_at=next_at)
+            log.info("webhook %s: delivery %s attempt %d failed (%s); next in %.0f s",
+                     hook.id, row["id"], attempt, outcome.error, next_at - now)
+            return next_at, False
+        error = outcome.error or ""
+        reason = None
+        if outcome.retry:
+            first = row["first_attempt_at"] or attempted_at
+            span = _hours_between(first, attempted_at)
+            error = f"gave up after {attempt} attempts over {span:.1f} h: {error}"
+            reason = (f"Disabled after delivery {row['id']} (event {row['event_id']}) failed {attempt} "
+                      f"times over {span:.1f} hours; last error: {outcome.error}. Fix the endpoint, "
+                      "then set active to true to resume the queued deliveries.")
+        async with self.app.db.transaction("webhooks.failed") as tx:
+            streak = await store.mark_failed_tx(tx, hook.id, row["id"], status_code=outcome.status_code,
+                                                error=error, attempted_at=attempted_at)
+            limit = self.config.disable_after_failed_deliveries
+            if reason is None and limit > 0 and streak >= limit:
+                reason = (f"Disabled after {streak} deliveries in a row were refused; last error: "
+                          f"{outcome.error}. Fix the endpoint, then set active to true.")
+            if reason is not None:
+                await store.disable_webhook_tx(tx, hook.id, reason, attempted_at)
+        log.warning("webhook %s: delivery %s failed: %s", hook.id, row["id"], error)
+        if reason is not None:
+            log.warning("webhook %s disabled: %s", hook.id, reason)
+        return None, reason is not None
+
+
+def _describe(exc: BaseException) -> str:
+    """A short reason for the delivery log, from the most specific cause in the chain."""
+    seen: BaseException | None = exc
+    for _ in range(6):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS error: {seen.reason or seen}"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        if isinstance(seen, BaseExceptionGroup):  # anyio's happy eyeballs
+            nested = [_describe(e) for e in seen.exceptions]
+            return "; ".join(dict.fromkeys(nested))
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc) or type(exc).__name__
+    return text[:300]
+
+
+def _hours_between(start_iso: str, end_iso: str) -> float:
+    def parse(s: str) -> dt.datetime:
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    try:
+        return max(0.0, (parse(end_iso) - parse(start_iso)).total_seconds() / 3600)
+    except ValueError:
+        return 0.0

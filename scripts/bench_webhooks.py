@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Benchmark webhook delivery: deliveries per second and the delay from a change's
+commit to its delivery (median, p99), against a receiver on loopback.
+
+The service runs in this process (a real Application on a temporary SQLite file, the
+real delivery loop); the receiver runs in a separate process so the two do not share an
+event loop. Usage:
+
+    .venv/bin/python scripts/bench_webhooks.py [--events 5000] [--webhooks 1] [--rate 200]
+
+Phase 1 (throughput): `--events` events committed in transactions of 100 (a) while the
+delivery loop is stopped, then drained; (b) while it runs, as fast as possible. The time
+until the receiver has every one gives deliveries per second.
+Phase 2 (delay): events are committed one per transaction at `--rate` per second; the
+receiver stamps each arrival, the delay is arrival time minus commit time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+RECEIVER = r"""
+import sys, time, json
+import tornado.web, tornado.ioloop, tornado.httpserver
+arrivals = []
+class Hook(tornado.web.RequestHandler):
+    def post(self):
+        arrivals.append((self.request.headers.get("webhook-id"), time.time()))
+        self.finish("ok")
+class Count(tornado.web.RequestHandler):
+    def get(self):
+        self.finish(str(len(arrivals)))
+class Dump(tornado.web.RequestHandler):
+    def get(self):
+        self.finish(json.dumps(arrivals))
+    def delete(self):
+        arrivals.clear()
+        self.finish("ok")
+app = tornado.web.Application([(r"/hook", Hook), (r"/count", Count), (r"/dump", Dump)])
+server = tornado.httpserver.HTTPServer(app)
+server.listen(int(sys.argv[1]), "127.0.0.1")
+print("ready", flush=True)
+tornado.ioloop.IOLoop.current().start()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def fetch_json(url: str, method: str = "GET") -> object:
+    from tornado.httpclient import AsyncHTTPClient
+    resp = await AsyncHTTPClient().fetch(url, method=method)
+    return json.loads(resp.body) if method == "GET" else None
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=5000)
+    parser.add_argument("--webhooks", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=200.0, help="events/s in the delay phase")
+    parser.add_argument("--delay-events", type=int, default=1000)
+    args = parser.parse_args()
+
+    import yaml
+
+    from daemon.app import create_app, load_config
+    from daemon.events import emit_tx
+    from plugins.apikeys.keys import hash_key, new_app_id, new_key
+    from plugins.webhooks import signing
+    from plugins.webhooks.delivery import Dispatcher, dispatcher, secret_context
+    from store import apps as apps_store
+    from store import communities
+    from store import webhooks as webhooks_store
+
+    rport = free_port()
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, str(rport)], stdout=subprocess.PIPE)
+    assert receiver.stdout is not None and receiver.stdout.readline().strip() == b"ready"
+    base = f"http://127.0.0.1:{rport}"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-webhooks-"))
+    raw = yaml.safe_load((REPO / "config.yaml").read_text())
+    raw["storage"] = {"state_dir": str(tmp)}
+    raw["secret_key"] = "11" * 32
+    raw["log_level"] = "warning"
+    raw["webhooks"] = {"allow_http": True, "allowed_targets": ["127.0.0.0/8"]}
+    (tmp / "config.yaml").write_text(yaml.safe_dump(raw))
+    os.environ.pop("COMMONROOM_EXTRA_PLUGINS", None)
+    config, pm = load_config(tmp / "config.yaml")
+    app = await create_app(config, pm)
+    community = "did:plc:bench"
+    try:
+        now = app.clock.iso_now()
+        async with app.db.transaction("bench.setup") as tx:
+            app_id = new_app_id()
+            await apps_store.insert_app_tx(tx, app_id=app_id, owner_did="did:plc:bench-owner",
+                                           name="bench", domain="bench.example.com",
+                                           key_hash=hash_key(new_key()), now=now)
+            await communities.insert_community_tx(
+                tx, did=community, handle="bench.test", display_name="Bench", description="",
+                type="open", pds_url="http://127.0.0.1:1", account_kind="brought",
+                creator_did="did:plc:bench-owner", creator_app_id=app_id, proof_rkey="3kbench",
+                now=now, state="active")
+            for i in range(args.webhooks):
+                wid = f"wh_{i:016x}"
+                await webhooks_store.insert_webhook_tx(
+                    tx, webhook_id=wid, app_id=app_id, url=f"{base}/hook", community_did=None,
+                    secret_sealed=app.secrets.seal(signing.new_secret(), secret_context(wid)),
+                    events=["member.joined"], now=now)
+
+        async def arrivals() -> list[tuple[str, float]]:
+            return [tuple(a) for a in await fetch_json(f"{base}/dump")]  # type: ignore[union-attr]
+
+        async def wait_for(count: int, timeout: float = 300) -> list[tuple[str, float]]:
+            deadline = time.monotonic() + timeout
+            while True:
+                have = int(await fetch_json(f"{base}/count"))  # type: ignore[arg-type]
+                if have >= count or time.monotonic() > deadline:
+                    return await arrivals()
+                await asyncio.sleep(0.05)
+
+        async def emit_batches(count: int, prefix: str) -> None:
+            for start in range(0, count, 100):
+                async with app.db.transaction("bench.emit") as tx:
+                    for i in range(start, min(count, start + 100)):
+                        await emit_tx(app, tx, "member.joined", community_did=community,
+                                      data={"memberDid": f"did:plc:{prefix}{i}"})
+
+        expected = args.events * args.webhooks
+        # Phase 1a: drain a backlog (events committed while the delivery loop was stopped).
+        await dispatcher(app).stop()
+        await emit_batches(args.events, "b")
+        app.state["webhooks"] = Dispatcher(app)
+        started = time.time()
+        app.state["webhooks"].start()
+        got = await wait_for(expected)
+        finished = max(t for _, t in got)
+        print(f"backlog: {len(got)}/{expected} deliveries to {args.webhooks} webhook(s) in "
+              f"{finished - started:.2f} s = {len(got) / (finished - started):.0f} deliveries/s")
+        await asyncio.sleep(0.5)  # let the last results be written
+        await fetch_json(f"{base}/dump", "DELETE")
+
+        # Phase 1b: commit and deliver at the same time, as fast as possible.
+        started = time.time()
+        await emit_batches(args.events, "c")
+        committed = time.time()
+        got = await wait_for(expected)
+        finished = max(t for _, t in got)
+        print(f"concurrent: {len(got)}/{expected} deliveries in {finished - started:.2f} s = "
+              f"{len(got) / (finished - started):.0f} deliveries/s (the commits took "
+              f"{committed - started:.2f} s of it)")
+
+        # Phase 2: delay from commit to arrival at a steady rate.
+        await asyncio.sleep(0.5)
+        await fetch_json(f"{base}/dump", "DELETE")
+        commit_times: dict[str, float] = {}
+        interval = 1.0 / args.rate
+        t0 = time.monotonic()
+        for i in range(args.delay_events):
+            async with app.db.transaction("bench.emit_one") as tx:
+                event = await emit_tx(app, tx, "member.joined", community_did=community,
+                                      data={"memberDid": f"did:plc:d{i}"})
+            commit_times[event.id] = time.time()
+            sleep = t0 + (i + 1) * interval - time.monotonic()
+            if sleep > 0:
+                await asyncio.sleep(sleep)
+        got = await wait_for(args.delay_events * args.webhooks)
+        delays = [(t - commit_times[i]) * 1000 for i, t in got if i in commit_times]
+        print(f"delay at {args.rate:.0f} events/s over {len(delays)} deliveries: "
+              f"median {statistics.median(delays):.1f} ms, p99 {percentile(delays, 99):.1f} ms, "
+              f"max {max(delays):.1f} ms")
+        await asyncio.sleep(0.5)
+        stats = await app.db.fetchall(
+            "SELECT status, attempts, error, COUNT(*) AS n FROM webhook_deliveries "
+            "GROUP BY status, attempts, error")
+        print("delivery log:", ", ".join(f"{r['n']} {r['status']} after {r['attempts']} attempt(s)"
+                                         + (f" ({r['error']})" if r["error"] else "") for r in stats))
+    finally:
+        await app.shutdown()
+        receiver.terminate()
+        receiver.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

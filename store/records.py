@@ -1,0 +1,58 @@
+"""The local index of community records written through the service."""
+
+from __future__ import annotations
+
+from store.db import Database, Row, Transaction
+
+
+async def get_record(db: Database, community_did: str, collection: str, rkey: str) -> Row | None:
+    return await db.fetchone(
+        "SELECT * FROM records WHERE community_did = ? AND collection = ? AND rkey = ?",
+        (community_did, collection, rkey))
+
+
+async def get_record_tx(tx: Transaction, community_did: str, collection: str, rkey: str) -> Row | None:
+    return await tx.fetchone(
+        "SELECT * FROM records WHERE community_did = ? AND collection = ? AND rkey = ?",
+        (community_did, collection, rkey))
+
+
+async def upsert_record_tx(tx: Transaction, *, community_did: str, collection: str, rkey: str,
+                           uri: str, cid: str, author_did: str, app_id: str | None, value_json: str,
+                           now: str) -> None:
+    """Index a record just created on the PDS (a row left by a lost race is overwritten:
+    the repo is the truth)."""
+    await tx.execute(
+        "INSERT INTO records (community_did, collection, rkey, uri, cid, author_did, app_id, value, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (community_did, collection, rkey) DO UPDATE SET uri = excluded.uri, "
+        "cid = excluded.cid, value = excluded.value, updated_at = excluded.updated_at, "
+        "updated_by = excluded.author_did",
+        (community_did, collection, rkey, uri, cid, author_did, app_id, value_json, now, now))
+
+
+async def update_record_tx(tx: Transaction, record_id: int, *, uri: str, cid: str, value_json: str,
+                           updated_by: str, now: str) -> None:
+    await tx.execute(
+        "UPDATE records SET uri = ?, cid = ?, value = ?, updated_by = ?, updated_at = ? WHERE id = ?",
+        (uri, cid, value_json, updated_by, now, record_id))
+
+
+async def delete_record_tx(tx: Transaction, record_id: int) -> None:
+    await tx.execute("DELETE FROM records WHERE id = ?", (record_id,))
+
+
+async def list_records(db: Database, community_did: str, collection: str, limit: int,
+                       before_id: int | None, author_did: str | None = None) -> list[Row]:
+    """Newest first."""
+    sql = "SELECT * FROM records WHERE community_did = ? AND collection = ?"
+    params: list = [community_did, collection]
+    if author_did is not None:
+        sql += " AND author_did = ?"
+        params.append(author_did)
+    if before_id is not None:
+        sql += " AND id < ?"
+        params.append(before_id)
+    sql += " ORDER BY id DESC LIMIT ?"
+    params.append(limit)
+    return await db.fetchall(sql, params)
