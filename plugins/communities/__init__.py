@@ -1,1 +1,31 @@
-"""Plugin package (see the issue tracker for its status)."""
+"""Communities, membership, admins and the audit log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon import hookimpl
+
+
+@hookimpl
+def cr_config_section() -> tuple[str, type]:
+    from plugins.communities.config import CommunitiesConfig
+    return ("communities", CommunitiesConfig)
+
+
+@hookimpl
+def cr_migrations() -> tuple[str, str]:
+    return ("communities", str(Path(__file__).parent / "migrations"))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    from plugins.communities.routes import routes
+    return routes()
+
+
+@hookimpl
+def cr_cli_commands() -> dict[str, Any]:
+    from plugins.communities.reindex import cli_commands
+    return cli_commands()

@@ -1,0 +1,199 @@
+"""API-key routes under /api/v1/communities (spec 4.5, 4.6).
+
+Trust model: the app names the acting user (`userDid`, `adminDid`, `currentOwnerDid`) and
+this service believes it: the app vouches for its user (see docs/communities.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.http import ApiError, BaseHandler, encode_cursor
+from plugins.communities import common, service, views
+from plugins.communities.access import checked_status
+from plugins.communities.service import Actor
+from store import communities as communities_store
+
+APP_ID = r"(app_[0-9a-f]{16})"
+
+
+class ApiBase(BaseHandler):
+    auth = "app"
+
+    def actor(self, did: str) -> Actor:
+        return Actor(did, self.principal.app_id)
+
+
+class CommunitiesHandler(ApiBase):
+    async def post(self) -> None:
+        body = self.json_body()
+        creator = common.body_did(body, "creatorDid")
+        fields = await common.create_fields(self, body)
+        result = await service.create(self.app, self.actor(creator), **fields)
+        self.send_json(await common.created(self, result["did"], creator), 201)
+
+    async def get(self) -> None:
+        limit, cursor = self.page_params(1)
+        user_did = common.query_did(self, "userDid")
+        text = self.get_query_argument("query", None) or self.get_query_argument("q", None)
+        query = communities_store.fts_query(text) if text else None
+        if text and query is None:
+            self.send_json({"communities": []})
+            return
+        rows = await communities_store.list_communities(
+            self.app.db, query=query, user_did=user_did, app_id=self.principal.app_id,
+            limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
+        out: dict[str, Any] = {"communities": [views.community_summary(r) for r in rows[:limit]]}
+        if len(rows) > limit:
+            out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
+        self.send_json(out)
+
+
+class CommunityHandler(ApiBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(await common.details(self, row, common.query_did(self, "userDid")))
+
+    async def delete(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body(required=False)
+        admin = body.get("adminDid") or self.get_query_argument("adminDid", None)
+        admin = common.body_did({"adminDid": admin}, "adminDid")
+        self.send_json(await service.delete(self.app, row, self.actor(admin)))
+
+
+class JoinHandler(ApiBase):
+    async def post(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body()
+        user = common.body_did(body, "userDid")
+        uri, cid = common.membership_ref(body)
+        status, result = await service.join(self.app, row, user, self.actor(user),
+                                            membership_uri=uri, membership_cid=cid)
+        self.send_json(result, status)
+
+
+class LeaveHandler(ApiBase):
+    async def post(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        user = common.body_did(self.json_body(), "userDid")
+        self.send_json(await service.leave(self.app, row, user, self.actor(user)))
+
+
+class MembersHandler(ApiBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        admin = common.query_did(self, "adminDid")
+        viewer = admin or common.query_did(self, "userDid")
+        status = await common.require_member_view(self, row, viewer)
+        admin_view = bool(admin and status and status.is_admin and not common.query_bool(self, "public"))
+        self.send_json(await common.list_members(self, row, viewer, admin_view=admin_view))
+
+
+class PendingHandler(ApiBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
+        self.send_json(await common.pending_list(self, row))
+
+
+class DecisionHandler(ApiBase):
+    async def post(self, did: str, decision: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body()
+        admin = common.body_did(body, "adminDid")
+        member = common.body_did(body, "memberDid" if "memberDid" in body else "userDid")
+        if decision == "approve":
+            self.send_json(await service.approve(self.app, row, member, self.actor(admin)))
+        else:
+            self.send_json(await service.reject(self.app, row, member, self.actor(admin),
+                                                common.reason_field(body)))
+
+
+class MemberHandler(ApiBase):
+    async def delete(self, did: str, member_did: str) -> None:
+        row = await common.community_for(self, did)
+        member = common.path_did(member_did)
+        body = self.json_body(required=False)
+        admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
+                                "adminDid")
+        self.send_json(await service.remove(self.app, row, member, self.actor(admin),
+                                            common.reason_field(body)))
+
+
+class AdminsHandler(ApiBase):
+    async def post(self, did: str, action: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body()
+        if action == "transfer":
+            owner = common.body_did(body, "currentOwnerDid")
+            new_owner = common.body_did(body, "newOwnerDid")
+            self.send_json(await service.transfer(self.app, row, new_owner, self.actor(owner)))
+            return
+        admin = common.body_did(body, "adminDid")
+        member = common.body_did(body, "memberDid")
+        op = service.promote if action == "promote" else service.demote
+        self.send_json(await op(self.app, row, member, self.actor(admin)))
+
+
+class CheckHandler(ApiBase):
+    """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS."""
+
+    async def post(self, did: str) -> None:
+        user = common.body_did(self.json_body(), "userDid")
+        await self._answer(did, user)
+
+    async def get(self, did: str) -> None:
+        await self._answer(did, common.query_did(self, "userDid", required=True))
+
+    async def _answer(self, did: str, user: str | None) -> None:
+        status = await checked_status(self.app, common.path_did(did), user, self.principal)
+        self.send_json(status.json())
+
+
+class AuditLogHandler(ApiBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
+        self.send_json(await common.audit_log(self, row))
+
+
+class AppVisibilityHandler(ApiBase):
+    """Allow (POST) or disallow (DELETE) an app to see a private community; admins only."""
+
+    async def post(self, did: str, app_id: str) -> None:
+        await self._change(did, app_id, True)
+
+    async def delete(self, did: str, app_id: str) -> None:
+        await self._change(did, app_id, False)
+
+    async def _change(self, did: str, app_id: str, allow: bool) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body(required=False)
+        admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
+                                "adminDid")
+        if allow:
+            from store import apps as apps_store
+            target = await apps_store.get_app(self.app.db, app_id)
+            if target is None or not target["active"]:
+                raise ApiError(404, "app_not_found", f"No active app {app_id}.")
+        self.send_json(await service.allow_app(self.app, row, app_id, self.actor(admin), allow))
+
+
+def routes() -> list[tuple]:
+    base = r"/api/v1/communities/" + common.DID
+    # membership/check first: Tornado tries the routes in order and this is the hot one.
+    return [
+        (base + r"/membership/check", CheckHandler),
+        (r"/api/v1/communities", CommunitiesHandler),
+        (base, CommunityHandler),
+        (base + r"/members/join", JoinHandler),
+        (base + r"/members/leave", LeaveHandler),
+        (base + r"/members/pending", PendingHandler),
+        (base + r"/members/(approve|reject)", DecisionHandler),
+        (base + r"/members", MembersHandler),
+        (base + r"/members/" + common.DID, MemberHandler),
+        (base + r"/admins/(promote|demote|transfer)", AdminsHandler),
+        (base + r"/audit-log", AuditLogHandler),
+        (base + r"/apps/" + APP_ID, AppVisibilityHandler),
+    ]

@@ -1,0 +1,196 @@
+"""What the API-key and browser handlers share: path DIDs, body fields, reads."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import unquote
+
+from daemon import validate
+from daemon.atproto.syntax import is_cid, require_at_uri, require_did
+from daemon.http import ApiError, BaseHandler, encode_cursor
+from plugins.communities import views
+from plugins.communities.access import NOT_FOUND, MemberStatus, member_status, require_community
+from plugins.communities.config import TYPES
+from store import audit as audit_store
+from store import communities as communities_store
+from store import members as members_store
+from store.db import Row
+
+#: A DID in a path; colons may arrive percent-encoded (Tornado decodes the group).
+DID = r"(did(?::|%3[Aa])[^/?#]+)"
+
+
+# The DID syntax of the atproto spec; checked here with one regex because these checks sit
+# on the hottest routes (the SDK's validator costs ~20 µs a call).
+_DID_RE = re.compile(r"did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]")
+
+
+def fast_is_did(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 2048 and _DID_RE.fullmatch(value) is not None
+
+
+def path_did(value: str) -> str:
+    value = unquote(value)
+    if not fast_is_did(value):
+        raise NOT_FOUND(value)
+    return value
+
+
+def body_did(body: dict[str, Any], field: str) -> str:
+    value = body.get(field)
+    return value if fast_is_did(value) else require_did(value, field)
+
+
+def query_did(handler: BaseHandler, field: str, required: bool = False) -> str | None:
+    value = handler.get_query_argument(field, None)
+    if value in (None, ""):
+        if required:
+            raise validate.invalid(field, "is required")
+        return None
+    return require_did(value, field)
+
+
+def query_bool(handler: BaseHandler, field: str) -> bool:
+    value = (handler.get_query_argument(field, "") or "").lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise validate.invalid(field, "must be true or false")
+
+
+def community_fields(body: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    """displayName (1..64), description (<=512), type; for create and profile update."""
+    out: dict[str, Any] = {}
+    name = validate.string(body, "displayName", required=required, min_len=1, max_len=64)
+    if name is not None:
+        out["display_name"] = name
+    description = validate.string(body, "description", required=False, max_len=512)
+    if description is not None:
+        out["description"] = description
+    kind = validate.string(body, "type", required=False)
+    if kind is not None:
+        if kind not in TYPES:
+            raise validate.invalid("type", f"must be one of {', '.join(TYPES)}")
+        out["type"] = kind
+    return out
+
+
+def membership_ref(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    uri = body.get("membershipUri")
+    if uri is not None:
+        uri = require_at_uri(uri, "membershipUri")
+    cid = body.get("membershipCid")
+    if cid is not None and not is_cid(cid):
+        raise validate.invalid("membershipCid", "must be a CID")
+    return uri, cid
+
+
+def reason_field(body: dict[str, Any]) -> str | None:
+    return validate.string(body, "reason", required=False, max_len=1000) or None
+
+
+async def create_fields(handler: BaseHandler, body: dict[str, Any]) -> dict[str, Any]:
+    fields = community_fields(body, required=True)
+    fields.setdefault("description", "")
+    fields.setdefault("type", handler.app.config.plugin("communities").default_type)
+    identifier = body.get("identifier", body.get("did"))
+    if identifier is not None:
+        identifier = validate.string({"identifier": identifier}, "identifier", min_len=1, max_len=253)
+        validate.string(body, "appPassword", min_len=1, max_len=200)
+    handle = validate.string(body, "handle", required=False, min_len=1, max_len=253)
+    return {"display_name": fields["display_name"], "description": fields["description"],
+            "type": fields["type"], "handle": handle, "identifier": identifier,
+            "app_password": body.get("appPassword")}
+
+
+# ------------------------------------------------------------------ reads
+
+
+async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[str, Any]:
+    """Details as seen by `viewer` (None: no user named): a private community shows only
+    its name and type to non-members."""
+    app = handler.app
+    status = await member_status(app, row["did"], viewer) if viewer else None
+    restricted = row["type"] == "private" and not (status and status.is_member)
+    admins = [] if restricted else await members_store.admins(app.db, row["did"])
+    return views.community_details(row, admins, status, restricted=restricted)
+
+
+async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
+                       admin_view: bool) -> dict[str, Any]:
+    app = handler.app
+    limit, cursor = handler.page_params(1)
+    after = int(cursor[0]) if cursor else None
+    search = handler.get_query_argument("search", None)
+    like = None
+    if search:
+        escaped = search.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = f"%{escaped}%"
+    rows = await members_store.list_members(app.db, row["did"], limit=limit + 1, after_id=after,
+                                            search_like=like)
+    out: dict[str, Any] = {"members": [views.member_json(r, admin_view=admin_view) for r in rows[:limit]],
+                           "total": row["member_count"]}
+    if len(rows) > limit:
+        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
+    return out
+
+
+async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None) -> MemberStatus | None:
+    """Private communities show their members only to members."""
+    status = await member_status(handler.app, row["did"], viewer) if viewer else None
+    if row["type"] == "private" and not (status and status.is_member):
+        raise ApiError(403, "members_hidden", "The members of a private community are visible to its members only.")
+    return status
+
+
+async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> MemberStatus:
+    status = await member_status(handler.app, row["did"], did) if did else None
+    if status is None or not status.is_admin:
+        raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
+    return status
+
+
+async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
+    limit, cursor = handler.page_params(1)
+    rows = await members_store.list_requests(handler.app.db, row["did"], limit=limit + 1,
+                                             after_id=int(cursor[0]) if cursor else None)
+    out: dict[str, Any] = {"pendingMembers": [views.request_json(r) for r in rows[:limit]]}
+    if len(rows) > limit:
+        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
+    return out
+
+
+async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
+    limit, cursor = handler.page_params(1)
+    action = handler.get_query_argument("action", None) or None
+    rows = await audit_store.list_entries(handler.app.db, row["did"], limit=limit + 1,
+                                          before_id=int(cursor[0]) if cursor else None, action=action)
+    out: dict[str, Any] = {"entries": [views.audit_json(r) for r in rows[:limit]]}
+    if len(rows) > limit:
+        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
+    return out
+
+
+async def memberships(handler: BaseHandler, user_did: str) -> dict[str, Any]:
+    limit, cursor = handler.page_params(1)
+    rows = await members_store.memberships_of(handler.app.db, user_did, limit=limit + 1,
+                                              after_id=int(cursor[0]) if cursor else None)
+    out: dict[str, Any] = {"memberships": [views.membership_json(r) for r in rows[:limit]]}
+    if cursor is None:
+        out["pending"] = [{"communityDid": r["did"], "requestedAt": r["requested_at"], "status": "pending",
+                           "community": views.community_summary(r)}
+                          for r in await members_store.requests_of(handler.app.db, user_did)]
+    if len(rows) > limit:
+        out["cursor"] = encode_cursor([rows[limit - 1]["member_id"]])
+    return out
+
+
+async def community_for(handler: BaseHandler, raw_did: str) -> Row:
+    return await require_community(handler.app, path_did(raw_did), handler.principal)
+
+
+async def created(handler: BaseHandler, did: str, viewer: str) -> dict[str, Any]:
+    row = await communities_store.get_community(handler.app.db, did)
+    return await details(handler, row, viewer)

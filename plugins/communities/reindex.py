@@ -1,0 +1,102 @@
+"""`commonroom reindex <did>`: rebuild a community's local index from its repo.
+
+The repo is the source of truth for the profile, the admins list and the members (one
+`membershipProof` per member). Members keep their local row (join order, membership
+record) when their proof is still there; members without a proof are dropped; proofs
+without a local row become members. Pending writes of the community are cleared (the
+repo now says what happened). Join requests and app grants are local-only and stay.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from daemon.atproto.pds import blob_cid
+from plugins.communities import records as rec
+from plugins.communities.service import audit_tx, community_lock, community_repo_for
+from store import communities as communities_store
+from store import members as members_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+
+async def reindex(app: "Application", did: str) -> dict[str, Any]:
+    row = await communities_store.get_community(app.db, did)
+    if row is None:
+        raise LookupError(f"{did} is not a community of this service")
+    async with community_lock(app, did):
+        repo = await community_repo_for(app, did)
+        profile = await repo.get_record(rec.nsid(app, "profile"), "self")
+        admins = await repo.get_record(rec.nsid(app, "admins"), "self")
+        proofs: dict[str, tuple[str, dict[str, Any]]] = {}
+        cursor = None
+        while True:
+            records, cursor = await repo.list_records(rec.nsid(app, "membershipProof"), limit=100,
+                                                      cursor=cursor)
+            for r in records:
+                member = r["value"].get("memberDid")
+                if isinstance(member, str):
+                    # newest first: keep the oldest proof per member (the later ones are duplicates)
+                    proofs[member] = (r["uri"].rsplit("/", 1)[-1], {**r["value"], "_cid": r["cid"]})
+            if not cursor:
+                break
+        now = app.clock.iso_now()
+        async with app.db.transaction("communities.reindex") as tx:
+            fields: dict[str, Any] = {}
+            if profile is not None:
+                value = profile["value"]
+                fields = {"display_name": value.get("displayName") or row["display_name"],
+                          "description": value.get("description") or "",
+                          "type": value.get("type") if value.get("type") in ("open", "admin-approved", "private")
+                          else row["type"]}
+                for image in ("avatar", "banner"):
+                    blob = value.get(image)
+                    fields[f"{image}_cid"] = blob_cid(blob)
+                    fields[f"{image}_mime"] = blob.get("mimeType") if isinstance(blob, dict) else None
+                    fields[f"{image}_size"] = blob.get("size") if isinstance(blob, dict) else None
+            await communities_store.update_community_tx(tx, did, now, state="active", **fields)
+            local = {m["member_did"]: m for m in await members_store.all_members_tx(tx, did)}
+            added = removed = 0
+            for member_did in set(local) - set(proofs):
+                await members_store.delete_member_tx(tx, did, member_did)
+                removed += 1
+            for member_did, (rkey, value) in proofs.items():
+                if member_did not in local:
+                    await members_store.insert_member_tx(
+                        tx, community_did=did, member_did=member_did,
+                        now=value.get("confirmedAt") or now, proof_rkey=rkey, proof_cid=value["_cid"],
+                        membership_uri=value.get("membershipUri"), membership_cid=value.get("cid"),
+                        app_id=None)
+                    added += 1
+                await members_store.delete_request_tx(tx, did, member_did)
+            ordered = []
+            for entry in (admins["value"].get("admins") or []) if admins else []:
+                if isinstance(entry, dict) and entry.get("did") in proofs:
+                    ordered.append((entry["did"], entry.get("addedAt") or now))
+            await members_store.set_admins_tx(tx, did, ordered)
+            counts = await members_store.count_tx(tx, did)
+            await communities_store.set_counts_tx(tx, did, *counts)
+            await communities_store.clear_writes_tx(tx, did)
+            summary = {"members": counts[0], "pending": counts[1], "added": added, "removed": removed,
+                       "admins": [d for d, _ in ordered]}
+            await audit_tx(app, tx, did, "community.reindexed", None, None, metadata=summary)
+    return summary
+
+
+def cli_commands() -> dict[str, Any]:
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("did", help="the community's DID")
+
+    async def run(app: "Application", args: argparse.Namespace) -> int:
+        try:
+            summary = await reindex(app, args.did)
+        except LookupError as exc:
+            print(f"commonroom reindex: {exc}")
+            return 1
+        print(f"reindexed {args.did}: {summary['members']} member(s), {summary['pending']} pending, "
+              f"{summary['added']} added, {summary['removed']} removed, admins {summary['admins']}")
+        return 0
+
+    return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run)}

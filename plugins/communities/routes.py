@@ -1,0 +1,8 @@
+"""Every route of the communities plugin."""
+
+from __future__ import annotations
+
+
+def routes() -> list[tuple]:
+    from plugins.communities import api, web
+    return api.routes() + web.routes()

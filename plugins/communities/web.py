@@ -1,0 +1,254 @@
+"""Browser routes (OAuth session + CSRF, enforced by the core): the user's memberships,
+creating a community, joining and leaving (which also write/delete the user's own
+membership record through their OAuth session), and the admin pages' routes (spec 4.3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tornado.httputil
+
+from daemon.atproto.syntax import new_tid
+from daemon.http import ApiError, BaseHandler
+from plugins.communities import common, records as rec, service
+from plugins.communities.access import member_status
+from plugins.communities.images import sniff_image
+from plugins.communities.service import Actor
+from store import communities as communities_store
+from store import members as members_store
+from store.db import Row
+
+
+class WebBase(BaseHandler):
+    auth = "session"
+
+    @property
+    def me(self) -> Actor:
+        return Actor(self.principal.did, None)
+
+    async def admin_community(self, did: str) -> Row:
+        row = await common.community_for(self, did)
+        await common.require_admin(self, row, self.principal.did)
+        return row
+
+
+class MyMembershipsHandler(WebBase):
+    async def get(self) -> None:
+        self.send_json(await common.memberships(self, self.principal.did))
+
+
+class MyCommunitiesHandler(WebBase):
+    async def post(self) -> None:
+        fields = await common.create_fields(self, self.json_body())
+        result = await service.create(self.app, self.me, **fields)
+        self.send_json(await common.created(self, result["did"], self.principal.did), 201)
+
+
+def _rkey_of(uri: str | None) -> str | None:
+    return uri.rsplit("/", 1)[-1] if uri and uri.count("/") >= 4 else None
+
+
+class JoinHandler(WebBase):
+    """Join: put the user's own `membership` record (key chosen once, kept in a pending
+    write, so a retry rewrites the same record), then the community's side."""
+
+    async def post(self, did: str) -> None:
+        from plugins.oauth.userrepo import user_repo
+
+        row = await common.community_for(self, did)
+        user = self.principal.did
+        key = f"membership:{row['did']}:{user}"
+        collection = rec.nsid(self.app, "membership")
+
+        async def write_own_record() -> tuple[str | None, str | None]:
+            async with self.app.db.transaction("communities.membership_begin") as tx:
+                pending = await communities_store.begin_write_tx(
+                    tx, key=key, community_did=row["did"], operation="membership.put",
+                    rkey=new_tid(self.app.clock), payload={"userDid": user}, now=self.app.clock.iso_now())
+            repo = await user_repo(self.app, self.principal)
+            out = await service.pds(repo.put_record(
+                collection, pending["rkey"], rec.membership(row["did"], self.app.clock.iso_now())))
+            return out.get("uri"), out.get("cid")
+
+        status, result = await service.join(self.app, row, user, self.me, before_commit=write_own_record)
+        async with self.app.db.transaction("communities.membership_done") as tx:
+            await communities_store.finish_write_tx(tx, key)
+        self.send_json(result, status)
+
+
+class LeaveHandler(WebBase):
+    """Leave (or withdraw a request): the community's side, then delete the user's own
+    membership record."""
+
+    async def post(self, did: str) -> None:
+        from plugins.oauth.userrepo import user_repo
+
+        row = await common.community_for(self, did)
+        user = self.principal.did
+        collection = rec.nsid(self.app, "membership")
+
+        async def delete_own_record(uri: str | None) -> None:
+            rkey = _rkey_of(uri)
+            if rkey:
+                repo = await user_repo(self.app, self.principal)
+                await service.pds(repo.delete_record(collection, rkey))
+
+        status = await member_status(self.app, row["did"], user)
+        if status.is_pending and not status.is_member:
+            request = await members_store.get_request(self.app.db, row["did"], user)
+            await delete_own_record(request["membership_uri"] if request else None)
+            self.send_json(await service.leave(self.app, row, user, self.me))
+            return
+
+        async def after_pds(member: Row) -> None:
+            await delete_own_record(member["membership_uri"])
+
+        self.send_json(await service.leave(self.app, row, user, self.me, after_pds=after_pds))
+
+
+class CommunityHandler(WebBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(await common.details(self, row, self.principal.did))
+
+    async def delete(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(await service.delete(self.app, row, self.me))
+
+
+class ProfileHandler(WebBase):
+    async def put(self, did: str) -> None:
+        row = await self.admin_community(did)
+        fields = common.community_fields(self.json_body(), required=False)
+        if not fields:
+            raise ApiError(400, "invalid_request", "Send displayName, description and/or type.")
+        await service.update_profile(self.app, row, self.me, **fields)
+        self.send_json(await common.created(self, row["did"], self.principal.did))
+
+
+class ImageHandler(WebBase):
+    """POST an image as the raw body (Content-Type image/png or image/jpeg) or as the
+    first file of a multipart form. The banner route also takes JSON
+    ``{"fromProfile": true}``: reuse the user's own Bluesky banner."""
+
+    def body_limit(self) -> int:
+        # room for multipart framing around an image of the allowed size
+        return self.app.config.plugin("communities").max_upload_bytes + 16 * 1024
+
+    async def post(self, did: str, kind: str) -> None:
+        row = await self.admin_community(did)
+        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        if kind == "banner" and ctype in ("application/json", ""):
+            body = self.json_body()
+            if body.get("fromProfile") is not True:
+                raise ApiError(400, "invalid_request", 'Send an image, or {"fromProfile": true}.')
+            data = await self._profile_banner()
+        elif ctype == "multipart/form-data":
+            files: dict[str, list[Any]] = {}
+            tornado.httputil.parse_body_arguments(self.request.headers["Content-Type"], self.body, {}, files)
+            found = [f for group in files.values() for f in group]
+            if not found:
+                raise ApiError(400, "invalid_request", "The form holds no file.")
+            data = found[0]["body"]
+        else:
+            data = self.body
+        limit = self.app.config.plugin("communities").max_upload_bytes
+        if len(data) > limit:
+            raise ApiError(413, "payload_too_large", f"The image is larger than {limit} bytes.")
+        mime, _, _ = sniff_image(data)
+        repo = await service.community_repo_for(self.app, row["did"])
+        blob = await service.pds(repo.upload_blob(data, mime))
+        from daemon.atproto.pds import blob_cid
+        await service.update_profile(self.app, row, self.me, **{kind: (blob_cid(blob), mime, len(data))})
+        self.send_json(await common.created(self, row["did"], self.principal.did))
+
+    async def _profile_banner(self) -> bytes:
+        from daemon.atproto.pds import read_user_profile
+        profile = await service.pds(read_user_profile(self.app, self.principal.did))
+        url = (profile or {}).get("banner")
+        if not url:
+            raise ApiError(404, "no_profile_banner", "Your profile has no banner to reuse.")
+        try:
+            resp = await self.app.http.get(url)
+        except Exception as exc:  # noqa: BLE001
+            raise ApiError(502, "pds_error", f"Could not fetch your banner: {exc}") from None
+        if resp.status_code != 200:
+            raise ApiError(502, "pds_error", f"Your PDS answered {resp.status_code} for your banner.")
+        return resp.content
+
+
+class MembersHandler(WebBase):
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        status = await common.require_member_view(self, row, self.principal.did)
+        self.send_json(await common.list_members(self, row, self.principal.did,
+                                                 admin_view=bool(status and status.is_admin)))
+
+
+class PendingHandler(WebBase):
+    async def get(self, did: str) -> None:
+        row = await self.admin_community(did)
+        self.send_json(await common.pending_list(self, row))
+
+
+class MemberHandler(WebBase):
+    async def delete(self, did: str, member_did: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body(required=False)
+        self.send_json(await service.remove(self.app, row, common.path_did(member_did), self.me,
+                                            common.reason_field(body)))
+
+
+class MemberAdminHandler(WebBase):
+    async def post(self, did: str, member_did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(await service.promote(self.app, row, common.path_did(member_did), self.me))
+
+    async def delete(self, did: str, member_did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(await service.demote(self.app, row, common.path_did(member_did), self.me))
+
+
+class MemberDecisionHandler(WebBase):
+    async def post(self, did: str, member_did: str, decision: str) -> None:
+        row = await common.community_for(self, did)
+        member = common.path_did(member_did)
+        if decision == "approve":
+            self.send_json(await service.approve(self.app, row, member, self.me))
+        else:
+            body = self.json_body(required=False)
+            self.send_json(await service.reject(self.app, row, member, self.me, common.reason_field(body)))
+
+
+class TransferHandler(WebBase):
+    async def post(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        new_owner = common.body_did(self.json_body(), "newOwnerDid")
+        self.send_json(await service.transfer(self.app, row, new_owner, self.me))
+
+
+class AuditLogHandler(WebBase):
+    async def get(self, did: str) -> None:
+        row = await self.admin_community(did)
+        self.send_json(await common.audit_log(self, row))
+
+
+def routes() -> list[tuple]:
+    base = r"/communities/" + common.DID
+    member = base + r"/members/" + common.DID
+    return [
+        (r"/users/me/memberships", MyMembershipsHandler),
+        (r"/users/me/communities", MyCommunitiesHandler),
+        (base, CommunityHandler),
+        (base + r"/join", JoinHandler),
+        (base + r"/leave", LeaveHandler),
+        (base + r"/profile", ProfileHandler),
+        (base + r"/(avatar|banner)", ImageHandler),
+        (base + r"/members", MembersHandler),
+        (base + r"/members/pending", PendingHandler),
+        (member, MemberHandler),
+        (member + r"/admin", MemberAdminHandler),
+        (member + r"/(approve|reject)", MemberDecisionHandler),
+        (base + r"/admins/transfer", TransferHandler),
+        (base + r"/audit-log", AuditLogHandler),
+    ]

@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""Benchmark the membership reads over loopback HTTP.
+
+Seeds (directly through the store) one community with 100k members and 1k more
+communities, starts the daemon's application in a server process, and drives it from a
+second process with a small keep-alive HTTP/1.1 load generator (raw asyncio sockets; `wrk`
+is not installed here). Measured in the same run, against the same server process:
+
+* ``bare``: a plain Tornado handler answering a small JSON object (the ceiling);
+* ``floor``: a `daemon.http.BaseHandler` route with API-key auth that parses the JSON body
+  and answers a constant: the core's per-request cost, without any membership work;
+* ``check``: POST /api/v1/communities/:did/membership/check (API key, JSON body),
+  alternating members and non-members of the 100k community;
+* ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
+  (keyset cursor of the 89,900th member).
+
+    .venv/bin/python scripts/bench_membership.py [--seconds 5] [--rounds 3] [--connections 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+MEMBERS = 100_000
+COMMUNITIES = 1_000
+BIG = "did:plc:benchbigcommunity0000000"
+
+
+def member_did(i: int) -> str:
+    return f"did:plc:bench{i:019d}"
+
+
+# ------------------------------------------------------------------ server process
+
+
+def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
+    import tornado.web
+    from tornado.httpserver import HTTPServer
+
+    from daemon.app import create_app, plugin_sections
+    from daemon.config import Config
+    from daemon.plugins import build_plugin_manager
+
+    raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
+           "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
+           "log_level": "warning"}
+    pm = build_plugin_manager((), (), load_entry_points=False)
+    config = Config.from_mapping(raw, base_dir=state, plugin_sections=plugin_sections(pm))
+
+    class Bare(tornado.web.RequestHandler):
+        def get(self) -> None:
+            self.set_header("Content-Type", "application/json; charset=utf-8")
+            self.finish(b'{"isMember":true,"isAdmin":false,"isPending":false}')
+
+        post = get
+
+    if os.environ.get("CR_BENCH_ONE_HOP_READS"):
+        _one_hop_reads()
+
+    from daemon.http import BaseHandler
+
+    class Floor(BaseHandler):
+        """The core's per-request cost: API-key auth, rate limit, JSON in and out."""
+        auth = "app"
+
+        async def post(self) -> None:
+            self.json_body()
+            self.send_json({"isMember": True, "isAdmin": False, "isPending": False})
+
+    async def main() -> None:
+        import logging
+        logging.basicConfig(level=logging.WARNING)
+        app = await create_app(config, pm)
+        app.add_handlers(r".*", [(r"/bench/floor", Floor)])
+        HTTPServer(app).listen(port, "127.0.0.1")
+        HTTPServer(tornado.web.Application([(r"/bare", Bare)])).listen(bare_port, "127.0.0.1")
+        ready.set()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+def _one_hop_reads() -> None:
+    """Experiment: answer Database.fetchone/fetchall with one thread hop instead of three
+    (execute, fetch, close), to show what that change to store/db.py would buy."""
+    from store.db import Database
+
+    def run(conn: Any, sql: str, params: Any, one: bool) -> Any:
+        cur = conn.execute(sql, params)
+        try:
+            return cur.fetchone() if one else cur.fetchall()
+        finally:
+            cur.close()
+
+    async def fetchone(self: Any, sql: str, params: Any = ()) -> Any:
+        reader = self._reader()
+        return await reader._execute(run, reader._conn, sql, params, True)
+
+    async def fetchall(self: Any, sql: str, params: Any = ()) -> Any:
+        reader = self._reader()
+        return list(await reader._execute(run, reader._conn, sql, params, False))
+
+    Database.fetchone = fetchone  # type: ignore[method-assign]
+    Database.fetchall = fetchall  # type: ignore[method-assign]
+
+
+async def seed(state: Path) -> dict[str, Any]:
+    from daemon.app import migration_components
+    from daemon.plugins import build_plugin_manager
+    from plugins.apikeys.keys import hash_key, new_app_id, new_key
+    from store import apps as apps_store
+    from store import communities as communities_store
+    from store.db import Database
+    from store.migrate import migrate
+
+    pm = build_plugin_manager((), (), load_entry_points=False)
+    db = Database(state / "commonroom.sqlite3")
+    await db.open()
+    await migrate(db, migration_components(pm))
+    now = "2026-01-01T00:00:00.000Z"
+    key, app_id = new_key(), new_app_id()
+    async with db.transaction("bench.seed") as tx:
+        await apps_store.insert_app_tx(tx, app_id=app_id, owner_did="did:plc:benchowner", name="bench",
+                                       domain="bench.example.com", key_hash=hash_key(key), now=now)
+        for i in range(COMMUNITIES):
+            await communities_store.insert_community_tx(
+                tx, did=f"did:plc:benchc{i:018d}", handle=f"c{i}.bench.test",
+                display_name=f"Community {i}", description=f"Bench community number {i}", type="open",
+                pds_url="http://127.0.0.1:9", account_kind="provisioned", creator_did=member_did(0),
+                creator_app_id=app_id, proof_rkey="3kbench", now=now, state="active")
+        await communities_store.insert_community_tx(
+            tx, did=BIG, handle="big.bench.test", display_name="Big", description="", type="open",
+            pds_url="http://127.0.0.1:9", account_kind="provisioned", creator_did=member_did(0),
+            creator_app_id=app_id, proof_rkey="3kbench", now=now, state="active")
+        await tx.executemany(
+            "INSERT INTO members (community_did, member_did, admin_rank, admin_since, confirmed_at, "
+            "proof_rkey) VALUES (?, ?, ?, ?, ?, ?)",
+            ((BIG, member_did(i), 0 if i == 0 else None, now if i == 0 else None, now, f"3kb{i:010d}")
+             for i in range(MEMBERS)))
+        await tx.executemany(
+            "INSERT INTO user_profiles (did, handle, display_name, avatar_url, fetched_at) VALUES (?, ?, ?, ?, ?)",
+            ((member_did(i), f"user{i}.bench.test", f"User {i}", None, now) for i in range(MEMBERS)))
+        await communities_store.set_counts_tx(tx, BIG, MEMBERS, 0)
+        await tx.execute("ANALYZE")
+    ids = await db.fetchall("SELECT id FROM members WHERE community_did = ? ORDER BY id LIMIT 1 OFFSET ?",
+                            (BIG, 899 * 100 - 1))
+    await db.close()
+    return {"key": key, "cursor_after_id": ids[0]["id"]}
+
+
+# ------------------------------------------------------------------ load generator
+
+
+async def _connection(host: str, port: int, requests: list[bytes], deadline: float,
+                      stats: dict[str, Any]) -> None:
+    reader, writer = await asyncio.open_connection(host, port)
+    i = random.randrange(len(requests))
+    try:
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            writer.write(requests[i % len(requests)])
+            i += 1
+            status_line = await reader.readline()
+            length = 0
+            while True:
+                line = await reader.readline()
+                if line in (b"\r\n", b""):
+                    break
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            status = int(status_line.split()[1])
+            stats["latencies"].append(time.perf_counter() - started)
+            stats["statuses"][status] = stats["statuses"].get(status, 0) + 1
+    finally:
+        writer.close()
+
+
+def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
+    host, port, requests, seconds, connections = args
+    stats: dict[str, Any] = {"latencies": [], "statuses": {}}
+
+    async def run() -> None:
+        deadline = time.perf_counter() + seconds
+        await asyncio.gather(*(_connection(host, port, requests, deadline, stats) for _ in range(connections)))
+
+    asyncio.run(run())
+    return stats
+
+
+def measure(name: str, port: int, requests: list[bytes], seconds: float, connections: int,
+            workers: int) -> dict[str, Any]:
+    """Run the load from `workers` client processes; requests/s and latency percentiles."""
+    per = max(1, connections // workers)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        started = time.perf_counter()
+        results = pool.map(load, [("127.0.0.1", port, requests, seconds, per)] * workers)
+        elapsed = time.perf_counter() - started
+    latencies = sorted(l for r in results for l in r["latencies"])
+    statuses: dict[int, int] = {}
+    for r in results:
+        for k, v in r["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    n = len(latencies)
+    out = {"name": name, "requests": n, "rps": n / seconds, "statuses": statuses,
+           "p50_ms": 1000 * latencies[n // 2] if n else None,
+           "p99_ms": 1000 * latencies[int(n * 0.99)] if n else None, "wall_s": elapsed}
+    print(f"{name:>8}: {out['rps']:8.0f} req/s  p50 {out['p50_ms']:.2f} ms  p99 {out['p99_ms']:.2f} ms  "
+          f"statuses {statuses}", flush=True)
+    return out
+
+
+def http_get(path: str, headers: dict[str, str]) -> bytes:
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode()
+
+
+def http_post(path: str, headers: dict[str, str], body: dict[str, Any]) -> bytes:
+    raw = json.dumps(body).encode()
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}Content-Type: application/json\r\n"
+            f"Content-Length: {len(raw)}\r\n\r\n").encode() + raw
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="per scenario and round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=1, help="load generator processes")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+
+    from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
+    from daemon.http import encode_cursor
+
+    state = Path(tempfile.mkdtemp(prefix="cr-bench-"))
+    try:
+        t0 = time.perf_counter()
+        seeded = asyncio.run(seed(state))
+        print(f"seeded {MEMBERS} members + {COMMUNITIES + 1} communities in "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        port, bare_port = free_port(), free_port()
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        server = ctx.Process(target=build, args=(state, port, bare_port, ready), daemon=True)
+        server.start()
+        if not ready.wait(60):
+            raise SystemExit("the server did not start")
+        auth = {"X-Api-Key": seeded["key"]}
+        base = f"/api/v1/communities/{BIG}"
+        checks = [http_post(f"{base}/membership/check", auth,
+                            {"userDid": member_did(random.randrange(MEMBERS)) if i % 2 else
+                             f"did:plc:nobody{i:018d}"}) for i in range(200)]
+        page1 = [http_get(f"{base}/members?limit=100", auth)]
+        page900 = [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}", auth)]
+        scenarios = [("bare", bare_port, [http_post("/bare", {}, {"userDid": "did:plc:x"})]),
+                     ("floor", port, [http_post("/bench/floor", auth, {"userDid": "did:plc:x"})]),
+                     ("check", port, checks),
+                     ("page1", port, page1),
+                     ("page900", port, page900)]
+        measure("warmup", port, checks, 2, 4, 1)
+        # Interleaved rounds, so that a burst of load from elsewhere on the machine hits
+        # every scenario alike; each scenario's figure is the median of its rounds.
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in scenarios}
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds}", flush=True)
+            for name, p, reqs in scenarios:
+                rounds[name].append(measure(name, p, reqs, args.seconds, args.connections, args.workers))
+        results = []
+        for name, runs in rounds.items():
+            runs.sort(key=lambda x: x["rps"])
+            results.append({**runs[len(runs) // 2], "all_rps": [round(x["rps"]) for x in runs]})
+        by = {r["name"]: r for r in results}
+        print("\nmedians:")
+        for r in results:
+            print(f"{r['name']:>8}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
+                  f"(rounds: {r['all_rps']})")
+        print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
+              f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
+              f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
+              f"page900 p50 / page1 p50 = {by['page900']['p50_ms'] / by['page1']['p50_ms']:.2f}; "
+              f"page1 rps / page900 rps = {by['page1']['rps'] / by['page900']['rps']:.2f}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
+        server.terminate()
+        server.join(5)
+    finally:
+        shutil.rmtree(state, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

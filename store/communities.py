@@ -1,0 +1,182 @@
+"""Communities: the local index of each community's profile, app visibility, the
+outbox of PDS writes in progress, and community search."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from store.db import Database, Row, Transaction
+
+_COLUMNS = ("handle", "display_name", "description", "type", "avatar_cid", "avatar_mime",
+            "avatar_size", "banner_cid", "banner_mime", "banner_size", "pds_url", "state")
+
+
+# ------------------------------------------------------------------ communities
+
+
+async def get_community(db: Database, did: str) -> Row | None:
+    """By DID: a unique-index lookup, answered on the event-loop thread (`fetchone_now`)."""
+    return await db.fetchone_now("SELECT * FROM communities WHERE did = ?", (did,))
+
+
+async def get_community_tx(tx: Transaction, did: str) -> Row | None:
+    return await tx.fetchone("SELECT * FROM communities WHERE did = ?", (did,))
+
+
+async def insert_community_tx(tx: Transaction, *, did: str, handle: str, display_name: str,
+                              description: str, type: str, pds_url: str, account_kind: str,
+                              creator_did: str, creator_app_id: str | None, proof_rkey: str,
+                              now: str, state: str = "creating") -> None:
+    await tx.execute(
+        "INSERT INTO communities (did, handle, display_name, description, type, pds_url, "
+        "account_kind, state, creator_did, creator_app_id, proof_rkey, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (did, handle, display_name, description, type, pds_url, account_kind, state, creator_did,
+         creator_app_id, proof_rkey, now, now))
+
+
+async def update_community_tx(tx: Transaction, did: str, now: str, **fields: Any) -> None:
+    assert set(fields) <= set(_COLUMNS), fields
+    if not fields:
+        return
+    assignments = ", ".join(f"{k} = ?" for k in fields)
+    await tx.execute(f"UPDATE communities SET {assignments}, updated_at = ? WHERE did = ?",
+                     (*fields.values(), now, did))
+
+
+async def delete_community_tx(tx: Transaction, did: str) -> None:
+    """Remove a community with its members, requests, app grants and pending writes
+    (the audit log stays)."""
+    await tx.execute("DELETE FROM community_pending_writes WHERE community_did = ?", (did,))
+    await tx.execute("DELETE FROM communities WHERE did = ?", (did,))
+
+
+async def creating_community(db: Database, *, handle: str) -> Row | None:
+    """A community whose creation started but did not finish, by handle."""
+    return await db.fetchone(
+        "SELECT * FROM communities WHERE handle = ? AND state = 'creating'", (handle,))
+
+
+async def creating_community_tx(tx: Transaction, *, did: str | None = None,
+                                handle: str | None = None) -> Row | None:
+    """A community whose creation started but did not finish, by DID or handle."""
+    if did is not None:
+        return await tx.fetchone(
+            "SELECT * FROM communities WHERE did = ? AND state = 'creating'", (did,))
+    return await tx.fetchone(
+        "SELECT * FROM communities WHERE handle = ? AND state = 'creating'", (handle,))
+
+
+async def adjust_counts_tx(tx: Transaction, did: str, members: int = 0, pending: int = 0) -> None:
+    await tx.execute(
+        "UPDATE communities SET member_count = member_count + ?, pending_count = pending_count + ? "
+        "WHERE did = ?", (members, pending, did))
+
+
+async def set_counts_tx(tx: Transaction, did: str, members: int, pending: int) -> None:
+    await tx.execute("UPDATE communities SET member_count = ?, pending_count = ? WHERE did = ?",
+                     (members, pending, did))
+
+
+# ------------------------------------------------------------------ visibility
+
+_VISIBLE_SQL = ("(c.type != 'private' OR ? IS NULL OR c.creator_app_id = ? OR EXISTS ("
+                "SELECT 1 FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?))")
+
+
+async def app_allowed(db: Database, community_did: str, app_id: str) -> bool:
+    return await db.fetchone_now(
+        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ?",
+        (community_did, app_id)) is not None
+
+
+async def app_allowed_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
+    return await tx.fetchone(
+        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ?",
+        (community_did, app_id)) is not None
+
+
+async def allow_app_tx(tx: Transaction, community_did: str, app_id: str, by: str, now: str) -> bool:
+    cur = await tx.execute(
+        "INSERT OR IGNORE INTO community_apps (community_did, app_id, allowed_by, allowed_at) "
+        "VALUES (?, ?, ?, ?)", (community_did, app_id, by, now))
+    return cur.rowcount > 0
+
+
+async def disallow_app_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
+    cur = await tx.execute("DELETE FROM community_apps WHERE community_did = ? AND app_id = ?",
+                           (community_did, app_id))
+    return cur.rowcount > 0
+
+
+async def list_allowed_apps(db: Database, community_did: str) -> list[Row]:
+    return await db.fetchall(
+        "SELECT app_id, allowed_by, allowed_at FROM community_apps WHERE community_did = ? "
+        "ORDER BY allowed_at, app_id", (community_did,))
+
+
+# ------------------------------------------------------------------ list and search
+
+
+def fts_query(text: str) -> str | None:
+    """Turn free text into an FTS5 query: every word must match as a word prefix."""
+    words = [w for w in re.split(r"[^\w]+", text.lower()) if w]
+    if not words:
+        return None
+    return " AND ".join('"' + w.replace('"', '') + '"*' for w in words[:8])
+
+
+async def list_communities(db: Database, *, query: str | None, user_did: str | None,
+                           app_id: str | None, limit: int, before_id: int | None) -> list[Row]:
+    """Active communities, newest first, that the app may see; private ones only where
+    `user_did` is a member. With `query`, only those matching it. Keyset on `id`."""
+    params: list[Any] = [user_did, app_id, app_id, app_id]
+    member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
+    where = [f"c.state = 'active'", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
+    if before_id is not None:
+        where.append("c.id < ?")
+        params.append(before_id)
+    if query:
+        where.append("c.id IN (SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)")
+        params.append(query)
+    params.append(limit)
+    sql = (f"SELECT c.*, m.admin_rank AS user_admin_rank, m.id AS user_member_id "
+           f"FROM communities c {member_join} WHERE {' AND '.join(where)} "
+           f"ORDER BY c.id DESC LIMIT ?")
+    return await db.fetchall(sql, params)
+
+
+# ------------------------------------------------------------------ pending PDS writes
+
+
+async def begin_write_tx(tx: Transaction, *, key: str, community_did: str, operation: str,
+                         rkey: str | None, payload: dict[str, Any], now: str) -> Row:
+    """The pending write `key`: the existing one (a retry: same rkey) or a new one."""
+    row = await tx.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
+    if row is not None:
+        await tx.execute("UPDATE community_pending_writes SET attempts = attempts + 1 WHERE key = ?",
+                         (key,))
+        return row
+    await tx.execute(
+        "INSERT INTO community_pending_writes (key, community_did, operation, rkey, payload, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (key, community_did, operation, rkey, json.dumps(payload, separators=(",", ":")), now))
+    return await tx.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
+
+
+async def finish_write_tx(tx: Transaction, key: str) -> None:
+    await tx.execute("DELETE FROM community_pending_writes WHERE key = ?", (key,))
+
+
+async def clear_writes_tx(tx: Transaction, community_did: str) -> None:
+    await tx.execute("DELETE FROM community_pending_writes WHERE community_did = ?", (community_did,))
+
+
+async def pending_writes(db: Database, community_did: str | None = None) -> list[Row]:
+    if community_did is None:
+        return await db.fetchall("SELECT * FROM community_pending_writes ORDER BY created_at")
+    return await db.fetchall(
+        "SELECT * FROM community_pending_writes WHERE community_did = ? ORDER BY created_at",
+        (community_did,))
