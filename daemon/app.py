@@ -19,11 +19,13 @@ from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
 from daemon.plugins import build_plugin_manager, call_hook
 from daemon.ratelimit import RateLimiter
+from daemon.routing import RouteTable
 from daemon.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
 
 log = logging.getLogger("commonroom")
+_access_log = logging.getLogger("commonroom.access")
 
 # httpcore (under httpx, our outbound client) tries to import the optional `sniffio` on
 # every request; when it is not installed each attempt walks sys.path (~0.7 ms a request).
@@ -115,18 +117,37 @@ class Application(tornado.web.Application):
         self._idle.set()
         self._http: Any = None
         self.state: dict[str, Any] = {}  # per-plugin state, keyed by plugin name
+        self.route_table = RouteTable(())
+
+    def find_handler(self, request: Any, **kwargs: Any) -> Any:
+        found = self.route_table.match(request)
+        if found is not None:
+            handler, target_kwargs, path_args, path_kwargs = found
+            return self.get_handler_delegate(request, handler, target_kwargs, path_args, path_kwargs)
+        # routes added later with add_handlers(), then the JSON 404
+        return super().find_handler(request, **kwargs)
 
     # ---------------------------------------------------------------- outbound HTTP
 
     @property
     def http(self) -> Any:
-        """A shared `httpx.AsyncClient` for outbound calls (PDS, identity, OAuth)."""
+        """A shared `httpx.AsyncClient` for outbound calls (PDS, identity, OAuth).
+
+        Every connection goes through the SSRF guard (daemon/netguard.py): only public
+        addresses, plus `atproto.allowed_private_targets`. A refused target raises
+        `daemon.netguard.RequestRefused` (an `httpx.ConnectError`); nothing is sent."""
         if self._http is None:
             import httpx
+
+            from daemon.netguard import Guard, GuardedTransport
+            cfg = self.config.atproto
+            # Scheme rules (https, or http with atproto.allow_insecure_http) stay with the callers.
+            guard = Guard(allow_http=True, allowed_targets=cfg.allowed_private_targets)
             self._http = httpx.AsyncClient(
-                timeout=self.config.atproto.request_timeout_seconds, follow_redirects=False,
-                headers={"User-Agent": "commonroom"},
-                limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+                transport=GuardedTransport(guard, limits=httpx.Limits(
+                    max_connections=100, max_keepalive_connections=20)),
+                timeout=cfg.request_timeout_seconds, follow_redirects=False,
+                headers={"User-Agent": "commonroom"})
         return self._http
 
     # ---------------------------------------------------------------- background work
@@ -186,7 +207,9 @@ class Application(tornado.web.Application):
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         status = handler.get_status()
         level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
-        logging.getLogger("commonroom.access").log(
+        if not _access_log.isEnabledFor(level):
+            return
+        _access_log.log(
             level, "%d %s %s %.1fms", status, handler.request.method, handler.request.uri,
             1000.0 * handler.request.request_time())
 
@@ -207,7 +230,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         duplicates = {p for p in patterns if patterns.count(p) > 1}
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
-        app.add_handlers(r".*", routes)
+        app.route_table = RouteTable(routes)
         if start:
             from daemon.sessions import session_janitor
             app.spawn(session_janitor(app), name="sessions.janitor")

@@ -115,3 +115,26 @@ async def test_bad_cursor_is_400(app, client):
     alice = await login_as(app, "did:plc:alice")
     assert_error(await client.get("/api/v1/apps", session=alice, params={"cursor": "garbage!!"}), 400,
                  "invalid_cursor")
+
+
+def test_route_table_matches_like_a_linear_scan():
+    from types import SimpleNamespace
+
+    from daemon.app import create_app  # noqa: F401  (the table is what create_app installs)
+    from daemon.routing import RouteTable
+    routes = [(r"/api/v1/apps/register", "register"), (r"/api/v1/apps/(app_[0-9a-f]{2})", "app"),
+              (r"/api/v1/communities", "list"), (r"/api/v1/communities/(did:[a-z]+:[a-z0-9]+)", "one"),
+              (r"/communities/([^/]+)/join", "join"), (r"/.well-known/jwks.json", "jwks"),
+              (r"/api/v1/communities/(did:[a-z]+:[a-z0-9]+)/members/join", "members-join"),
+              (r"/api/(.*)", "catch-all-api"), (r"/health", "health")]
+    table = RouteTable(routes)
+    expect = {"/api/v1/apps/register": ("register", []), "/api/v1/apps/app_0a": ("app", [b"app_0a"]),
+              "/api/v1/communities": ("list", []), "/api/v1/communities/did:plc:abc": ("one", [b"did:plc:abc"]),
+              "/api/v1/communities/did:plc:abc/members/join": ("members-join", [b"did:plc:abc"]),
+              "/communities/did:plc:x/join": ("join", [b"did:plc:x"]), "/.well-known/jwks.json": ("jwks", []),
+              "/api/v1/webhooks": ("catch-all-api", [b"v1/webhooks"]), "/health": ("health", []),
+              "/api/v1/apps/app_zz": ("catch-all-api", [b"v1/apps/app_zz"]), "/nothing": None}
+    for path, want in expect.items():
+        found = table.match(SimpleNamespace(path=path))
+        got = None if found is None else (found[0], found[2])
+        assert got == want, path

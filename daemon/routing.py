@@ -1,0 +1,62 @@
+"""Route lookup by path prefix.
+
+Tornado tries every rule's regular expression in order; with the ~50 routes of the
+built-in plugins that was ~7% of a request's CPU. `RouteTable` buckets the rules by their
+first three literal path segments, so a lookup tries only the rules that can match (plus
+the few whose pattern has no such literal prefix), in their original order: the same
+result as a linear scan.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from tornado.routing import PathMatches
+
+_META = re.compile(r"[\\.^$*+?{}\[\]|()]")
+_SEGMENTS = 3
+
+
+def _key_of_path(path: str) -> str:
+    parts = path.split("/", _SEGMENTS + 1)
+    return "/".join(parts[: _SEGMENTS + 1])
+
+
+def _key_of_pattern(pattern: str) -> str | None:
+    """The bucket of a pattern, or None if it can match paths in several buckets."""
+    pattern = pattern.rstrip("$")
+    meta = _META.search(pattern)
+    literal = pattern if meta is None else pattern[: meta.start()]
+    parts = literal.split("/")
+    if meta is None:
+        return _key_of_path(literal)
+    # the literal part must hold the first three segments completely
+    complete = parts[:-1]  # the last part may continue into the regex
+    if len(complete) >= _SEGMENTS + 1:
+        return "/".join(complete[: _SEGMENTS + 1])
+    return None
+
+
+class RouteTable:
+    def __init__(self, routes: Sequence[tuple]) -> None:
+        entries = []
+        for index, route in enumerate(routes):
+            pattern, handler = route[0], route[1]
+            kwargs = route[2] if len(route) > 2 else {}
+            entries.append((index, _key_of_pattern(pattern), PathMatches(pattern), handler, kwargs))
+        generic = [e for e in entries if e[1] is None]
+        self._generic = [e[2:] for e in generic]
+        self._buckets: dict[str, list[tuple]] = {}
+        for key in {e[1] for e in entries if e[1] is not None}:
+            merged = sorted([e for e in entries if e[1] == key] + generic, key=lambda e: e[0])
+            self._buckets[key] = [e[2:] for e in merged]
+
+    def match(self, request: Any) -> tuple[Any, dict, list, dict] | None:
+        """(handler class, handler kwargs, path args, path kwargs) or None."""
+        candidates = self._buckets.get(_key_of_path(request.path), self._generic)
+        for matcher, handler, kwargs in candidates:
+            params = matcher.match(request)
+            if params is not None:
+                return handler, kwargs, params.get("path_args", []), params.get("path_kwargs", {})
+        return None
