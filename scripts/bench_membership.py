@@ -69,9 +69,6 @@ def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
 
         post = get
 
-    if os.environ.get("CR_BENCH_ONE_HOP_READS"):
-        _one_hop_reads()
-
     from daemon.http import BaseHandler
 
     class Floor(BaseHandler):
@@ -93,30 +90,6 @@ def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(main())
-
-
-def _one_hop_reads() -> None:
-    """Experiment: answer Database.fetchone/fetchall with one thread hop instead of three
-    (execute, fetch, close), to show what that change to store/db.py would buy."""
-    from store.db import Database
-
-    def run(conn: Any, sql: str, params: Any, one: bool) -> Any:
-        cur = conn.execute(sql, params)
-        try:
-            return cur.fetchone() if one else cur.fetchall()
-        finally:
-            cur.close()
-
-    async def fetchone(self: Any, sql: str, params: Any = ()) -> Any:
-        reader = self._reader()
-        return await reader._execute(run, reader._conn, sql, params, True)
-
-    async def fetchall(self: Any, sql: str, params: Any = ()) -> Any:
-        reader = self._reader()
-        return list(await reader._execute(run, reader._conn, sql, params, False))
-
-    Database.fetchone = fetchone  # type: ignore[method-assign]
-    Database.fetchall = fetchall  # type: ignore[method-assign]
 
 
 async def seed(state: Path) -> dict[str, Any]:

@@ -33,23 +33,12 @@ from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
 from daemon.sessions import hash_sid
+from tests.helpers import Response
 
 SERVICE_HOST = "commonroom.ci-test.dev"
 
 
-@dataclass
-class ServiceResponse:
-    status: int
-    headers: Any
-    body: bytes
-
-    def json(self) -> Any:
-        return jsonlib.loads(self.body)
-
-    @property
-    def text(self) -> str:
-        return self.body.decode("utf-8", "replace")
-
+class ServiceResponse(Response):
     @property
     def location(self) -> str | None:
         return self.headers.get("Location")
