@@ -34,14 +34,11 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
             # The test CA is not in Chromium's store; accepting the certificate is fine here.
             context = await browser.new_context(ignore_https_errors=True)
             page = await context.new_page()
-            await page.goto(base + "/oauth-client-metadata.json")
-            await page.set_content(
-                f"<form method=post action='{base}/login'>"
-                f"<input name=input value='{oauth_account['handle']}'>"
-                "<button type=submit>Log in</button></form>")
+            await page.goto(base + "/")  # the service's own sign-in page
+            await page.get_by_label("Handle, DID or server address").fill(oauth_account["handle"])
             started = time.perf_counter()
             async with page.expect_navigation(url=lambda u: "/oauth/authorize" in u):
-                await page.get_by_role("button", name="Log in").click()
+                await page.get_by_role("button", name="Sign in").click()
             await page.get_by_placeholder("Enter your password").fill(oauth_account["password"])
             await page.get_by_role("button", name="Sign in").click()
             async with page.expect_navigation(url=base + "/users/me", timeout=30_000):
@@ -55,5 +52,14 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
             assert cookies["sid"]["httpOnly"] and cookies["sid"]["secure"]
             assert not cookies["csrf-token"]["httpOnly"]
             print(f"\nbrowser login round trip: {elapsed * 1000:.0f} ms")
+
+            # the home page knows who is signed in, and signing out (a fetch carrying the
+            # csrf-token cookie's value in x-csrf-token) ends the session
+            await page.goto(base + "/")
+            assert await page.locator("#handle").inner_text() == oauth_account["handle"]
+            await page.get_by_role("button", name="Sign out").click()
+            await page.get_by_label("Handle, DID or server address").wait_for()
+            resp = await page.goto(base + "/users/me")
+            assert resp.status == 401
         finally:
             await browser.close()

@@ -17,6 +17,7 @@ from daemon.http import ApiError, BaseHandler
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   pkce_pair)
+from plugins.oauth.home import HomeHandler
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import dump_private, load_private, new_dpop_key
 from store import oauth as oauth_store
@@ -124,6 +125,9 @@ class JwksHandler(BaseHandler):
 
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
+
+    async def get(self) -> None:
+        await HomeHandler.get(self)  # type: ignore[arg-type]
 
     def is_form(self) -> bool:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -312,6 +316,7 @@ def routes() -> list[tuple]:
         (METADATA_PATH, ClientMetadataHandler),
         (JWKS_PATH, JwksHandler),
         (r"/login", LoginHandler),
+        (r"/", HomeHandler),
         (CALLBACK_PATH, CallbackHandler),
         (r"/logout", LogoutHandler),
         (r"/users/me", MeHandler),
