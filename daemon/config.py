@@ -63,6 +63,8 @@ class RateLimit:
 class RateLimitsConfig:
     api: RateLimit = RateLimit(100, 60.0)
     auth: RateLimit = RateLimit(20, 900.0)
+    session: RateLimit = RateLimit(300, 60.0)
+    failed_auth: RateLimit = RateLimit(50, 900.0)
     max_tracked_keys: int = 100_000
 
 
@@ -89,6 +91,16 @@ class AtprotoConfig:
     resolve_concurrency: int = 8
     provision_email_template: str = "{handle}@accounts.invalid"
     validate_records: bool = True
+    # Non-public addresses the daemon may still connect to (CIDR ranges, IP addresses or host
+    # names), e.g. a PDS on the local network. Empty: public addresses only (daemon/netguard.py).
+    allowed_private_targets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from daemon.netguard import allowlist_problem
+        for i, entry in enumerate(self.allowed_private_targets):
+            problem = allowlist_problem(entry)
+            if problem:
+                raise ConfigError(problem, f"atproto.allowed_private_targets[{i}]")
 
 
 @dataclass(frozen=True)

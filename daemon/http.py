@@ -85,16 +85,34 @@ def encode_cursor(values: Sequence[Any]) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(text: str, arity: int) -> list[Any]:
+_INT64 = 2 ** 63
+
+
+def decode_cursor(text: str, arity: int, kinds: str | None = None) -> list[Any]:
+    """The values of a cursor from `encode_cursor`. `kinds` declares each position: ``i`` for
+    an integer (64-bit), ``s`` for a string; without it, each value may be either. Anything
+    else (tampered, floats, huge numbers) is a 400, never a 500 further down."""
+    bad = ApiError(400, "invalid_cursor", "The cursor is not one this service issued.")
+    if len(text) > 4096:
+        raise bad
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        values = json.loads(raw)
-    except (ValueError, TypeError):
-        raise ApiError(400, "invalid_cursor", "The cursor is not one this service issued.") from None
-    if not isinstance(values, list) or len(values) != arity or \
-            not all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values):
-        raise ApiError(400, "invalid_cursor", "The cursor is not one this service issued.")
+        values = json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, TypeError, RecursionError):
+        raise bad from None
+    if not isinstance(values, list) or len(values) != arity:
+        raise bad
+    for i, v in enumerate(values):
+        kind = kinds[i] if kinds else None
+        is_int = isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
+        is_str = isinstance(v, str) and len(v) <= 1024
+        if (kind == "i" and not is_int) or (kind == "s" and not is_str) or not (is_int or is_str):
+            raise bad
     return values
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 # ------------------------------------------------------------------ client address
@@ -198,7 +216,7 @@ class BaseHandler(tornado.web.RequestHandler):
                 self._body_too_large = True
                 raise self._too_large()
         if self.auth is not None:
-            self.principal = await self.authenticate()
+            self.principal = await self.authenticate_throttled()
             self.check_principal_kind()
             if self.principal.kind == "session" and self.request.method in STATE_CHANGING:
                 self.check_csrf()
@@ -217,6 +235,30 @@ class BaseHandler(tornado.web.RequestHandler):
             self.app.inflight_finished()
 
     # ---------------------------------------------------------------- auth
+
+    async def authenticate_throttled(self) -> Principal:
+        """`authenticate`, counting failures per client address: past the budget
+        (`rate_limits.failed_auth`) a bad credential gets 429 instead of 401. Valid
+        credentials always pass, so one broken client cannot lock out others behind
+        the same address."""
+        try:
+            return await self.authenticate()
+        except ApiError as exc:
+            if exc.status == 401 and self._presented_credentials():
+                limits = self.app.config.rate_limits.failed_auth
+                decision = self.app.ratelimiter.hit(f"authfail:{self.client_ip()}", limits.requests,
+                                                    limits.window_seconds)
+                if not decision.allowed:
+                    raise ApiError(429, "rate_limited",
+                                   f"Too many failed authentication attempts; try again in "
+                                   f"{decision.retry_after_seconds} s.",
+                                   details={"retryAfter": decision.retry_after_seconds},
+                                   headers=decision.headers()) from None
+            raise
+
+    def _presented_credentials(self) -> bool:
+        from daemon.sessions import SID_COOKIE
+        return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
         pending = self.app.pm.hook.cr_authenticate(handler=self)
@@ -261,6 +303,9 @@ class BaseHandler(tornado.web.RequestHandler):
         elif self.principal is not None and self.principal.kind == "app":
             requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
             decision = self.app.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
+        elif self.principal is not None and self.principal.kind == "session":
+            decision = self.app.ratelimiter.hit(f"user:{self.principal.did}", limits.session.requests,
+                                                limits.session.window_seconds)
         if decision is None:
             return
         self._extra_headers.update(decision.headers())
@@ -284,15 +329,18 @@ class BaseHandler(tornado.web.RequestHandler):
         if ctype and ctype != "application/json" and not ctype.endswith("+json"):
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
         try:
-            value = json.loads(raw)
+            value = json.loads(raw, parse_constant=_refuse_constant)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ApiError(400, "invalid_json", "The body is nested too deeply.") from None
         if not isinstance(value, dict):
             raise ApiError(400, "invalid_json", "The body must be a JSON object.")
         return value
 
-    def page_params(self, arity: int) -> tuple[int, list[Any] | None]:
-        """`limit` (1..100, default 20) and the decoded keyset cursor, if any."""
+    def page_params(self, arity: int, kinds: str | None = None) -> tuple[int, list[Any] | None]:
+        """`limit` (1..100, default 20) and the decoded keyset cursor, if any. `kinds` declares
+        the type of each cursor position ("i" integer, "s" string), e.g. ``page_params(2, "si")``."""
         raw_limit = self.get_query_argument("limit", None)
         if raw_limit is None or raw_limit == "":
             limit = 20
@@ -301,7 +349,7 @@ class BaseHandler(tornado.web.RequestHandler):
                 raise ApiError(400, "invalid_limit", "limit must be a whole number from 1 to 100.")
             limit = int(raw_limit)
         cursor = self.get_query_argument("cursor", None)
-        return limit, (decode_cursor(cursor, arity) if cursor else None)
+        return limit, (decode_cursor(cursor, arity, kinds) if cursor else None)
 
     # ---------------------------------------------------------------- output
 

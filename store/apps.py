@@ -23,6 +23,10 @@ async def active_domain_taken_tx(tx: Transaction, owner_did: str, domain: str,
     return row is not None
 
 
+async def count_active_tx(tx: Transaction, owner_did: str) -> int:
+    return await tx.fetchval("SELECT count(*) FROM apps WHERE owner_did = ? AND active = 1", (owner_did,))
+
+
 async def get_app(db: Database, app_id: str) -> Row | None:
     return await db.fetchone("SELECT * FROM apps WHERE id = ?", (app_id,))
 

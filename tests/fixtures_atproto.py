@@ -24,6 +24,10 @@ import pytest
 
 _counter = itertools.count(1)
 
+# The devnet (and the tests' stand-in servers) listen on loopback, which the SSRF guard
+# (daemon/netguard.py) refuses unless allowed.
+LOOPBACK_TARGETS = ("127.0.0.0/8", "::1", "localhost")
+
 
 @pytest.fixture
 def pds_config_overrides(devnet: Any) -> dict[str, Any]:
@@ -35,6 +39,7 @@ def pds_config_overrides(devnet: Any) -> dict[str, Any]:
         "pds_url": devnet.pds_url,
         "resolve_handles_via_pds": devnet.pds_url,
         "allow_insecure_http": True,
+        "allowed_private_targets": list(LOOPBACK_TARGETS),
         "request_timeout_seconds": 5.0,
         "max_retries": 2,
         "retry_backoff_seconds": 0.05,

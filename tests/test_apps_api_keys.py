@@ -128,3 +128,22 @@ async def test_update_app_and_list_pagination(app, client):
     assert sorted(seen) == sorted(ids) and len(seen) == 5
     upd = await client.put(f"/api/v1/apps/{ids[0]}", json={"name": "Renamed"}, session=alice)
     assert upd.status == 200 and upd.json()["name"] == "Renamed"
+
+
+async def test_operator_can_deactivate_any_app(app, client):
+    import argparse
+    from plugins.apikeys.operator import _deactivate
+    alice = await login_as(app, "did:plc:alice")
+    created = await register_app(client, alice)
+    assert await _deactivate(app, argparse.Namespace(app_id=created["appId"])) == 0
+    assert (await client.post("/api/v1/apps/verify", api_key=created["apiKey"])).status == 401
+
+
+async def test_apps_per_owner_are_capped(app, client):
+    alice = await login_as(app, "did:plc:alice")
+    most = app.config.plugin("apikeys").max_apps_per_owner
+    for i in range(most):
+        await register_app(client, alice, name=f"App {i}", domain=f"a{i}.example.com")
+    resp = await client.post("/api/v1/apps/register", json={"name": "One more", "domain": "z.example.com"},
+                             session=alice)
+    assert resp.status == 409 and resp.json()["error"] == "too_many_apps"

@@ -56,7 +56,8 @@ class FakePds(tornado.web.RequestHandler):
 
 @pytest.fixture
 def config_overrides() -> dict[str, Any]:
-    return {"atproto": {"allow_insecure_http": True, "request_timeout_seconds": 0.5,
+    return {"atproto": {"allow_insecure_http": True, "allowed_private_targets": ["127.0.0.0/8"],
+                        "request_timeout_seconds": 0.5,
                         "max_retries": 2, "retry_backoff_seconds": 0.01,
                         "retry_after_max_seconds": 0.4}}
 

@@ -138,3 +138,30 @@ def test_route_table_matches_like_a_linear_scan():
         found = table.match(SimpleNamespace(path=path))
         got = None if found is None else (found[0], found[2])
         assert got == want, path
+
+
+@pytest.mark.parametrize("values", [["abc", "x"], [1e30, "x"], ["x"], [True, "x"], [2 ** 70, "x"]])
+async def test_tampered_cursor_is_400_not_500(app, client, values):
+    import base64
+    import json as jsonlib
+    alice = await login_as(app, "did:plc:alice")
+    raw = jsonlib.dumps(values).encode()
+    cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    resp = await client.get("/api/v1/apps", session=alice, params={"cursor": cursor})
+    if values == ["abc", "x"]:
+        assert resp.status == 200  # well-formed (two strings): simply nothing after it
+    else:
+        assert_error(resp, 400, "invalid_cursor")
+    infinity = base64.urlsafe_b64encode(b'[Infinity, "x"]').decode().rstrip("=")
+    assert_error(await client.get("/api/v1/apps", session=alice, params={"cursor": infinity}), 400)
+
+
+async def test_deeply_nested_or_non_standard_json_is_400(app, client):
+    key = await key_for(app, client)
+    deep = b"[" * 50_000 + b"]" * 50_000
+    resp = await client.post("/test/public-echo", body=b'{"x": ' + deep[:30000] + deep[-30000:] + b"}",
+                             headers={"Content-Type": "application/json"})
+    assert_error(resp, 400, "invalid_json")
+    resp = await client.post("/test/echo", body=b'{"count": NaN}', api_key=key,
+                             headers={"Content-Type": "application/json"})
+    assert_error(resp, 400, "invalid_json")

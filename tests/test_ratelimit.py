@@ -114,3 +114,38 @@ def test_bucket_refills_gradually():
     assert not denied.allowed and denied.retry_after_seconds == 6
     clock.advance(6)
     assert limiter.hit("k", 10, 60).allowed
+
+
+async def test_failed_api_keys_are_limited_per_address_but_valid_keys_still_pass(app, client):
+    alice = await login_as(app, "did:plc:alice")
+    good = (await register_app(client, alice))["apiKey"]
+    budget = app.config.rate_limits.failed_auth.requests
+    bad = [await client.post("/api/v1/apps/verify", api_key="cr_" + f"{i:064x}") for i in range(budget + 1)]
+    assert [r.status for r in bad] == [401] * budget + [429]
+    assert bad[-1].headers["Retry-After"]
+    assert (await client.post("/api/v1/apps/verify", api_key=good)).status == 200
+
+
+async def test_session_requests_are_limited_per_user(app, client, clock):
+    alice = await login_as(app, "did:plc:alice")
+    bob = await login_as(app, "did:plc:bob")
+    n = app.config.rate_limits.session.requests
+    results = [await client.get("/api/v1/apps", session=alice) for _ in range(n + 1)]
+    assert results[-2].status == 200 and results[-1].status == 429
+    assert (await client.get("/api/v1/apps", session=bob)).status == 200
+    clock.advance(app.config.rate_limits.session.window_seconds)
+    assert (await client.get("/api/v1/apps", session=alice)).status == 200
+
+
+async def test_owner_cannot_raise_the_limit_but_the_operator_can(app, client):
+    import argparse
+    from plugins.apikeys.operator import _rate_limit
+    alice = await login_as(app, "did:plc:alice")
+    created = await register_app(client, alice)
+    raised = await client.put(f"/api/v1/apps/{created['appId']}/rate-limit", session=alice,
+                              json={"maxRequests": 1_000_000, "windowMs": 1000})
+    assert raised.status == 403 and raised.json()["error"] == "limit_above_default"
+    assert await _rate_limit(app, argparse.Namespace(app_id=created["appId"], max_requests=500,
+                                                     window_seconds=60.0)) == 0
+    resp = await client.post("/api/v1/apps/verify", api_key=created["apiKey"])
+    assert resp.headers["RateLimit-Limit"] == "500"

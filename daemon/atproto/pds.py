@@ -130,6 +130,8 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
     """
     import httpx
 
+    from daemon.netguard import RequestRefused
+
     cfg = app.config.atproto
     label = label or url
     attempts = max(0, cfg.max_retries) + 1
@@ -137,6 +139,10 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
         last_try = attempt + 1 >= attempts
         try:
             resp = await app.http.request(method, url, timeout=cfg.request_timeout_seconds, **kw)
+        except RequestRefused as exc:  # the SSRF guard: retrying cannot help
+            base = urlsplit(url)
+            raise PdsError(f"the {what} at {base.scheme}://{base.netloc} is not reachable from "
+                           f"this service: {exc.reason}", nsid=label) from None
         except httpx.TransportError as exc:  # connect/read/write errors and timeouts
             reason = "timed out" if isinstance(exc, httpx.TimeoutException) else \
                 (str(exc) or type(exc).__name__)

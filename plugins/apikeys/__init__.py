@@ -7,6 +7,13 @@ from typing import Any
 from daemon import hookimpl
 from plugins.apikeys import handlers
 from plugins.apikeys.auth import authenticate_api_key
+from plugins.apikeys.operator import cli_commands
+from plugins.apikeys.settings import ApiKeysConfig
+
+
+@hookimpl
+def cr_config_section() -> tuple[str, type]:
+    return ("apikeys", ApiKeysConfig)
 
 
 @hookimpl(tryfirst=True)
@@ -20,3 +27,8 @@ def cr_authenticate(handler: Any) -> Any:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_cli_commands() -> dict[str, Any]:
+    return cli_commands()

@@ -61,7 +61,11 @@ class RegisterHandler(AppsBase):
     async def post(self) -> None:
         fields = self.name_and_domain(self.json_body(), required=True)
         key, app_id, now = new_key(), new_app_id(), self.app.clock.iso_now()
+        most = self.app.config.plugin("apikeys").max_apps_per_owner
         async with self.app.db.transaction("apps.register") as tx:
+            if await apps_store.count_active_tx(tx, self.principal.did) >= most:
+                raise ApiError(409, "too_many_apps",
+                               f"You have {most} active apps, the most allowed; deactivate one first.")
             if await apps_store.active_domain_taken_tx(tx, self.principal.did, fields["domain"]):
                 raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
             await apps_store.insert_app_tx(tx, app_id=app_id, owner_did=self.principal.did,
@@ -72,7 +76,7 @@ class RegisterHandler(AppsBase):
 
 class ListHandler(AppsBase):
     async def get(self) -> None:
-        limit, after = self.page_params(2)
+        limit, after = self.page_params(2, "ss")
         rows = await apps_store.list_apps(self.app.db, self.principal.did, limit + 1,
                                           tuple(after) if after else None)
         out: dict[str, Any] = {"apps": [app_json(r, self.default_limit) for r in rows[:limit]]}
@@ -127,6 +131,8 @@ class RateLimitHandler(AppsBase):
         self.send_json(app_json(row, self.default_limit)["rateLimit"])
 
     async def put(self, app_id: str) -> None:
+        """An owner may lower the app's limit (to protect their own quota), never raise it
+        above the service default: raising is the operator's (`commonroom app-rate-limit`)."""
         body = self.json_body()
         await self.owned_app(app_id)
         reset = body.get("maxRequests") is None and body.get("windowMs") is None
@@ -136,6 +142,12 @@ class RateLimitHandler(AppsBase):
             requests = validate.integer(body, "maxRequests", minimum=1, maximum=1_000_000)
             window_ms = validate.integer(body, "windowMs", minimum=1000, maximum=86_400_000)
             window = window_ms / 1000.0
+            default_requests, default_window = self.default_limit
+            if requests > default_requests or requests / window > default_requests / default_window:
+                raise ApiError(403, "limit_above_default",
+                               f"An app's own limit can only be lower than the service's "
+                               f"({default_requests} per {default_window:g} s); ask the operator "
+                               "to raise it.")
         async with self.app.db.transaction("apps.rate_limit") as tx:
             await apps_store.update_app_tx(tx, app_id, self.app.clock.iso_now(),
                                            rate_limit_requests=requests,

@@ -29,9 +29,9 @@ import httpcore
 
 from daemon.clock import iso
 from daemon.events import Event
+from daemon.netguard import Guard, GuardedBackend
 from plugins.communities.access import app_can_see_tx
 from plugins.webhooks import signing
-from plugins.webhooks.guard import Guard, GuardedBackend
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
 from store.db import Row, Transaction

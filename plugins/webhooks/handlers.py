@@ -12,10 +12,10 @@ from daemon.atproto.syntax import is_did
 from daemon.clock import iso
 from daemon.events import EVENT_TYPES
 from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.netguard import TargetRefused
 from plugins.communities.access import app_can_see_tx
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import (dispatcher, previous_secret_context, secret_context)
-from plugins.webhooks.guard import TargetRefused
 from store import webhooks as store
 from store.db import Row, Transaction
 
@@ -125,7 +125,7 @@ class WebhooksHandler(WebhooksBase):
         self.send_json({**webhook_json(row), "secret": secret}, 201)
 
     async def get(self) -> None:
-        limit, after = self.page_params(2)
+        limit, after = self.page_params(2, "ss")
         rows = await store.list_webhooks(self.app.db, self.app_id, limit + 1,
                                          tuple(after) if after else None)
         out: dict[str, Any] = {"webhooks": [webhook_json(r) for r in rows[:limit]]}
@@ -206,7 +206,7 @@ class RotateSecretHandler(WebhooksBase):
 class DeliveriesHandler(WebhooksBase):
     async def get(self, webhook_id: str) -> None:
         await self.owned(webhook_id)
-        limit, after = self.page_params(1)
+        limit, after = self.page_params(1, "i")
         status = self.get_query_argument("status", None)
         if status not in (None, "pending", "delivered", "failed"):
             raise validate.invalid("status", "must be pending, delivered or failed")
