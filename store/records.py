@@ -56,3 +56,65 @@ async def list_records(db: Database, community_did: str, collection: str, limit:
     sql += " ORDER BY id DESC LIMIT ?"
     params.append(limit)
     return await db.fetchall(sql, params)
+
+
+# ------------------------------------------------------------------ pending PDS writes
+
+
+async def get_pending_write(db: Database, community_did: str, collection: str, rkey: str) -> Row | None:
+    """The write in progress on one record, if any."""
+    return await db.fetchone(
+        "SELECT * FROM record_pending_writes WHERE community_did = ? AND collection = ? AND rkey = ?",
+        (community_did, collection, rkey))
+
+
+async def pending_write_by_id_tx(tx: Transaction, write_id: int) -> Row | None:
+    return await tx.fetchone("SELECT * FROM record_pending_writes WHERE id = ?", (write_id,))
+
+
+async def insert_pending_write_tx(tx: Transaction, *, op: str, community_did: str, collection: str,
+                                  rkey: str, value_json: str | None, cid: str | None,
+                                  author_did: str, user_did: str, app_id: str | None,
+                                  now: str) -> Row:
+    cur = await tx.execute(
+        "INSERT INTO record_pending_writes (op, community_did, collection, rkey, value, cid, "
+        "author_did, user_did, app_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (op, community_did, collection, rkey, value_json, cid, author_did, user_did, app_id, now))
+    row = await pending_write_by_id_tx(tx, cur.lastrowid)
+    assert row is not None
+    return row
+
+
+async def delete_pending_write_tx(tx: Transaction, write_id: int) -> bool:
+    """Remove a pending write; False if it was already gone."""
+    cur = await tx.execute("DELETE FROM record_pending_writes WHERE id = ?", (write_id,))
+    return cur.rowcount > 0
+
+
+async def postpone_pending_write_tx(tx: Transaction, write_id: int, *, next_attempt_at: str,
+                                    error: str) -> None:
+    await tx.execute(
+        "UPDATE record_pending_writes SET attempts = attempts + 1, next_attempt_at = ?, "
+        "last_error = ? WHERE id = ?", (next_attempt_at, error[:500], write_id))
+
+
+async def due_pending_writes(db: Database, *, created_before: str | None, now: str,
+                             after_id: int, limit: int) -> list[Row]:
+    """Pending writes to reconcile, oldest first from `after_id`: created before
+    `created_before` (None: any age) and not waiting out a backoff at `now`."""
+    sql = ("SELECT * FROM record_pending_writes WHERE id > ? "
+           "AND (next_attempt_at IS NULL OR next_attempt_at <= ?)")
+    params: list = [after_id, now]
+    if created_before is not None:
+        sql += " AND created_at <= ?"
+        params.append(created_before)
+    sql += " ORDER BY id LIMIT ?"
+    params.append(limit)
+    return await db.fetchall(sql, params)
+
+
+async def pending_writes(db: Database, community_did: str | None = None) -> list[Row]:
+    if community_did is None:
+        return await db.fetchall("SELECT * FROM record_pending_writes ORDER BY id")
+    return await db.fetchall("SELECT * FROM record_pending_writes WHERE community_did = ? ORDER BY id",
+                             (community_did,))

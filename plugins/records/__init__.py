@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
-from plugins.records import handlers
-from plugins.records.settings import RecordsConfig
+from plugins.records import handlers, writes
+from plugins.records.settings import RecordsConfig, check
 
 
 @hookimpl
@@ -24,3 +24,9 @@ def cr_migrations() -> tuple[str, str]:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_startup(app: Any) -> None:
+    check(app.config.plugin("records"))
+    app.spawn(writes.run_reconciler(app), name="records.reconciler")

@@ -3,7 +3,8 @@ and get community records. See docs/records.md for who may do what.
 
 Writes go to the community's repo on its PDS first (the source of truth); the local
 index and the event (`record.created` / `record.updated` / `record.deleted`) are then
-written in one transaction.
+written in one transaction. A pending-write row makes that crash-consistent
+(plugins/records/writes.py).
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
-from daemon.events import emit_tx
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.validate import invalid
 from plugins.communities.access import NOT_FOUND, member_status, require_community
+from plugins.records import writes
 from store import records as store
 from store.db import Row
 
@@ -36,22 +37,6 @@ def record_json(row: Row) -> dict[str, Any]:
         "updatedAt": row["updated_at"],
         "updatedBy": row["updated_by"],
     }
-
-
-async def pds_call(step: Any) -> Any:
-    """Await a PDS call: a record the PDS refuses as invalid is the caller's 400; any
-    other failure stays a 502 (or the conflict it is)."""
-    from daemon.atproto.pds import PdsError
-    try:
-        return await step
-    except PdsError as exc:
-        if exc.status == 502 and exc.pds_status == 400:
-            raise ApiError(400, "record_rejected", f"The PDS refused the record: {exc.message}") from None
-        raise
-    except ApiError:
-        raise
-    except Exception as exc:  # noqa: BLE001 (no PDS failure may read as success)
-        raise ApiError(502, "pds_error", f"The community's PDS failed: {exc}") from None
 
 
 class RecordsBase(BaseHandler):
@@ -115,10 +100,7 @@ class RecordsBase(BaseHandler):
 
     async def repo(self, did: str) -> Any:
         from daemon.atproto.accounts import community_repo
-        return await pds_call(community_repo(self.app, did))
-
-    def event_data(self, row_or_values: dict[str, Any], user_did: str) -> dict[str, Any]:
-        return {k: row_or_values[k] for k in ("collection", "rkey", "uri", "cid")} | {"userDid": user_did}
+        return await writes.pds_call(community_repo(self.app, did))
 
 
 class RecordsHandler(RecordsBase):
@@ -133,23 +115,27 @@ class RecordsHandler(RecordsBase):
         record = self.record(body, collection)
         rkey = require_rkey(body["rkey"], "rkey") if body.get("rkey") is not None else None
         await self.require_member(did, user_did)
-        if rkey is not None and await store.get_record(self.app.db, did, collection, rkey):
-            raise ApiError(409, "record_exists", f"{collection}/{rkey} already exists; use PUT to change it.")
         rkey = rkey or new_tid(self.app.clock)
-        repo = await self.repo(did)
-        written = await pds_call(repo.create_record(collection, record, rkey))
-        now = self.app.clock.iso_now()
-        async with self.app.db.transaction("records.create") as tx:
-            await store.upsert_record_tx(
-                tx, community_did=did, collection=collection, rkey=rkey, uri=written["uri"],
-                cid=written["cid"], author_did=user_did, app_id=self.principal.app_id,
-                value_json=json.dumps(record, separators=(",", ":"), ensure_ascii=False), now=now)
-            values = {"collection": collection, "rkey": rkey, **written}
-            await emit_tx(self.app, tx, "record.created", community_did=did,
-                          data=self.event_data(values, user_did), app_id=self.principal.app_id,
-                          actor_did=user_did)
+        async with writes.hold(self.app, did, collection, rkey):
+            await writes.settle(self.app, did, collection, rkey)
+            existing = await store.get_record(self.app.db, did, collection, rkey)
+            if existing is not None:
+                if not self.same_create(existing, record, user_did):
+                    raise ApiError(409, "record_exists",
+                                   f"{collection}/{rkey} already exists; use PUT to change it.")
+                written = {"uri": existing["uri"], "cid": existing["cid"]}  # a repeat: same answer
+            else:
+                written = await writes.perform(self.app, await self.repo(did), writes.Write(
+                    "create", did, collection, rkey, record, None, author_did=user_did,
+                    user_did=user_did, app_id=self.principal.app_id))
         self.send_json({"uri": written["uri"], "cid": written["cid"], "rkey": rkey,
                         "collection": collection}, 201)
+
+    def same_create(self, existing: Row, record: dict[str, Any], user_did: str) -> bool:
+        """The indexed record is what this create asks for, by the same user and app: the
+        request is a repeat of one that succeeded."""
+        return existing["author_did"] == user_did and existing["app_id"] == self.principal.app_id \
+            and writes.same_value(json.loads(existing["value"]), record)
 
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
@@ -159,27 +145,16 @@ class RecordsHandler(RecordsBase):
         collection = self.collection(body.get("collection"))
         rkey = require_rkey(body.get("rkey"), "rkey")
         record = self.record(body, collection)
-        row = await self.indexed(did, collection, rkey)
-        await self.may_change(did, row, user_did)
-        repo = await self.repo(did)
-        written = await pds_call(repo.put_record(collection, rkey, record, swap_record=row["cid"]))
-        now = self.app.clock.iso_now()
-        async with self.app.db.transaction("records.update") as tx:
-            current = await store.get_record_tx(tx, did, collection, rkey)
-            if current is None:  # deleted meanwhile: the repo has it again, so index it
-                await store.upsert_record_tx(
-                    tx, community_did=did, collection=collection, rkey=rkey, uri=written["uri"],
-                    cid=written["cid"], author_did=row["author_did"], app_id=row["app_id"],
-                    value_json=json.dumps(record, separators=(",", ":"), ensure_ascii=False), now=now)
+        async with writes.hold(self.app, did, collection, rkey):
+            await writes.settle(self.app, did, collection, rkey)
+            row = await self.indexed(did, collection, rkey)
+            await self.may_change(did, row, user_did)
+            if writes.same_value(json.loads(row["value"]), record):
+                written = {"uri": row["uri"], "cid": row["cid"]}  # nothing changes: no write, no event
             else:
-                await store.update_record_tx(
-                    tx, current["id"], uri=written["uri"], cid=written["cid"],
-                    value_json=json.dumps(record, separators=(",", ":"), ensure_ascii=False),
-                    updated_by=user_did, now=now)
-            values = {"collection": collection, "rkey": rkey, **written}
-            await emit_tx(self.app, tx, "record.updated", community_did=did,
-                          data=self.event_data(values, user_did), app_id=self.principal.app_id,
-                          actor_did=user_did)
+                written = await writes.perform(self.app, await self.repo(did), writes.Write(
+                    "update", did, collection, rkey, record, row["cid"], author_did=row["author_did"],
+                    user_did=user_did, app_id=self.principal.app_id))
         self.send_json({"uri": written["uri"], "cid": written["cid"], "rkey": rkey,
                         "collection": collection})
 
@@ -192,7 +167,7 @@ class CollectionHandler(RecordsBase):
         did = community["did"]
         collection = require_nsid(unquote(raw_collection), "collection")
         await self.check_read(community)
-        limit, after = self.page_params(1)
+        limit, after = self.page_params(1, "i")
         author = self.get_query_argument("authorDid", None)
         if author:
             require_did(author, "authorDid")
@@ -230,19 +205,21 @@ class RecordHandler(CollectionHandler):
         collection = self.collection(unquote(raw_collection))
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
-        row = await self.indexed(did, collection, rkey)
-        await self.may_change(did, row, user_did)
-        repo = await self.repo(did)
-        await pds_call(repo.delete_record(collection, rkey))
-        async with self.app.db.transaction("records.delete") as tx:
-            current = await store.get_record_tx(tx, did, collection, rkey)
-            if current is not None:
-                await store.delete_record_tx(tx, current["id"])
-            gone = current or row
-            await emit_tx(self.app, tx, "record.deleted", community_did=did,
-                          data=self.event_data(dict(gone), user_did), app_id=self.principal.app_id,
-                          actor_did=user_did)
-        self.send_json({"uri": row["uri"], "cid": row["cid"], "rkey": rkey, "collection": collection,
+        async with writes.hold(self.app, did, collection, rkey):
+            settled = await writes.settle(self.app, did, collection, rkey)
+            row = await store.get_record(self.app.db, did, collection, rkey)
+            if row is None and settled is not None and settled[0] == "finished" \
+                    and settled[1].op == "delete" and settled[1].user_did == user_did:
+                gone = {"uri": settled[1].uri, "cid": settled[1].cid}  # a repeat of a delete that happened
+            else:
+                if row is None:
+                    raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
+                await self.may_change(did, row, user_did)
+                await writes.perform(self.app, await self.repo(did), writes.Write(
+                    "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
+                    user_did=user_did, app_id=self.principal.app_id))
+                gone = {"uri": row["uri"], "cid": row["cid"]}
+        self.send_json({"uri": gone["uri"], "cid": gone["cid"], "rkey": rkey, "collection": collection,
                         "deleted": True})
 
 
