@@ -13,13 +13,15 @@ from store.db import Database, Row, Transaction
 async def insert_flow_tx(tx: Transaction, *, state_hash: str, issuer: str, server_meta: str,
                          expected_did: str | None, pds_url: str | None, redirect_uri: str,
                          client_id: str, scope: str, verifier_sealed: str, dpop_key_sealed: str,
-                         return_to: str | None, now: float, expires_at: float) -> None:
+                         return_to: str | None, browser_hash: str, now: float,
+                         expires_at: float) -> None:
+    """`browser_hash`: SHA-256 (hex) of the nonce in the starting browser's flow cookie."""
     await tx.execute(
         "INSERT INTO oauth_flows (state_hash, issuer, server_meta, expected_did, pds_url, "
-        "redirect_uri, client_id, scope, verifier_sealed, dpop_key_sealed, return_to, created_at, "
-        "expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "redirect_uri, client_id, scope, verifier_sealed, dpop_key_sealed, return_to, "
+        "browser_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (state_hash, issuer, server_meta, expected_did, pds_url, redirect_uri, client_id, scope,
-         verifier_sealed, dpop_key_sealed, return_to, now, expires_at))
+         verifier_sealed, dpop_key_sealed, return_to, browser_hash, now, expires_at))
 
 
 async def take_flow_tx(tx: Transaction, state_hash: str) -> Row | None:

@@ -50,15 +50,40 @@ class ServiceResponse(Response):
             out[name.strip()] = value.strip().strip('"')
         return out
 
+    def set_cookie_attrs(self, name: str) -> dict[str, str] | None:
+        """The attributes (lower-case names; flags map to "") of the Set-Cookie for `name`."""
+        for line in self.headers.get_list("Set-Cookie"):
+            if line.split("=", 1)[0].strip() == name:
+                return cookie_attrs(line)
+        return None
+
+
+def cookie_attrs(set_cookie: str) -> dict[str, str]:
+    out = {}
+    for part in set_cookie.split(";")[1:]:
+        key, _, value = part.strip().partition("=")
+        out[key.lower()] = value
+    return out
+
+
+def path_matches(request_path: str, cookie_path: str) -> bool:
+    """RFC 6265 5.1.4: is a cookie with Path=`cookie_path` sent to `request_path`?"""
+    if request_path == cookie_path:
+        return True
+    return request_path.startswith(cookie_path) and (
+        cookie_path.endswith("/") or request_path[len(cookie_path)] == "/")
+
 
 @dataclass
 class ServiceClient:
     """One browser's view of the service: HTTPS at the service's public name, trusting the
-    test CA, with a cookie jar (sid, csrf-token) and the CSRF header on writes."""
+    test CA, with a cookie jar (sid, csrf-token, the login's oauth-flow cookie) that sends
+    each cookie only to the paths its Path attribute covers, and the CSRF header on writes."""
 
     base_url: str
     ca_pem: str
     cookies: dict[str, str] = field(default_factory=dict)
+    cookie_paths: dict[str, str] = field(default_factory=dict)  # name -> Path (default "/")
 
     def __post_init__(self) -> None:
         host = urlsplit(self.base_url).hostname
@@ -85,8 +110,11 @@ class ServiceClient:
             hdrs["Content-Type"] = "application/x-www-form-urlencoded"
         elif method in ("POST", "PUT", "PATCH"):
             body = b""
-        if self.cookies:
-            hdrs["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        path = urlsplit(url).path or "/"
+        sent = {k: v for k, v in self.cookies.items()
+                if path_matches(path, self.cookie_paths.get(k, "/"))}
+        if sent:
+            hdrs["Cookie"] = "; ".join(f"{k}={v}" for k, v in sent.items())
         if csrf and method not in ("GET", "HEAD") and "csrf-token" in self.cookies:
             hdrs["x-csrf-token"] = self.cookies["csrf-token"]
         resp = await self._http.fetch(HTTPRequest(
@@ -98,11 +126,13 @@ class ServiceClient:
         out = ServiceResponse(resp.code, resp.headers, resp.body or b"")
         for line in resp.headers.get_list("Set-Cookie"):
             name, _, value = line.split(";", 1)[0].partition("=")
-            value, attrs = value.strip().strip('"'), line.lower()
+            name, value, attrs = name.strip(), value.strip().strip('"'), line.lower()
             if not value or "max-age=0" in attrs or "expires=thu, 01 jan 1970" in attrs:
-                self.cookies.pop(name.strip(), None)
+                self.cookies.pop(name, None)
+                self.cookie_paths.pop(name, None)
             else:
-                self.cookies[name.strip()] = value
+                self.cookies[name] = value
+                self.cookie_paths[name] = cookie_attrs(line).get("path") or "/"
         return out
 
     async def get(self, path: str, **kw: Any) -> ServiceResponse:

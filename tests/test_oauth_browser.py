@@ -39,6 +39,10 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
             started = time.perf_counter()
             async with page.expect_navigation(url=lambda u: "/oauth/authorize" in u):
                 await page.get_by_role("button", name="Sign in").click()
+            # The login is bound to this browser by a cookie only the callback gets.
+            flow = [c for c in await context.cookies() if c["name"] == "oauth-flow"]
+            assert len(flow) == 1 and flow[0]["path"] == "/oauth/callback"
+            assert flow[0]["httpOnly"] and flow[0]["secure"] and flow[0]["sameSite"] == "Lax"
             await page.get_by_placeholder("Enter your password").fill(oauth_account["password"])
             await page.get_by_role("button", name="Sign in").click()
             async with page.expect_navigation(url=base + "/users/me", timeout=30_000):
@@ -51,6 +55,7 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
             cookies = {c["name"]: c for c in await context.cookies(base)}
             assert cookies["sid"]["httpOnly"] and cookies["sid"]["secure"]
             assert not cookies["csrf-token"]["httpOnly"]
+            assert "oauth-flow" not in {c["name"] for c in await context.cookies()}
             print(f"\nbrowser login round trip: {elapsed * 1000:.0f} ms")
 
             # the home page knows who is signed in, and signing out (a fetch carrying the

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from plugins.oauth.client import b64url
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import generate_pem, load_client_keys, new_dpop_key
 from plugins.oauth.userrepo import scope_allows, user_repo
+from tests.fixtures_oauth import cookie_attrs
 from tests.helpers import login_as
 
 # No test here may reach the internet: identity look-ups hit a closed loopback port.
@@ -141,6 +144,16 @@ async def test_callback_with_unknown_state_shows_a_page_and_no_session(app, clie
     assert not resp.headers.get_list("Set-Cookie")
     resp = await client.get("/oauth/callback")
     assert resp.status == 400 and "missing_state" in resp.text
+
+
+async def test_callback_clears_the_flow_cookie_even_when_it_refuses(app, client):
+    resp = await client.get("/oauth/callback", params={"state": "forged", "code": "x"},
+                            headers={"Cookie": "oauth-flow=some-nonce"})
+    assert resp.status == 400 and "unknown_state" in resp.text
+    [cleared] = resp.headers.get_list("Set-Cookie")  # and no session cookie
+    assert cleared.startswith('oauth-flow="";') and "Path=/oauth/callback" in cleared
+    expires = cookie_attrs(cleared)["expires"]
+    assert parsedate_to_datetime(expires).timestamp() < time.time()  # gone from the browser
 
 
 @pytest.mark.parametrize("config_overrides", [{**OFFLINE, "oauth": {"error_url": "/welcome?x=1"}}])

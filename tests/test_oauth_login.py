@@ -38,6 +38,9 @@ async def test_login_sets_session_and_users_me_names_the_account(app, service, o
     assert cookies.get("sid") and cookies.get("csrf-token")
     set_cookie = " ".join(done.headers.get_list("Set-Cookie")).lower()
     assert "httponly" in set_cookie and "secure" in set_cookie and "samesite=lax" in set_cookie
+    # The login's browser-binding cookie has done its job: the callback removes it.
+    assert "oauth-flow" not in browser.cookies
+    assert done.set_cookie_attrs("oauth-flow")["path"] == "/oauth/callback"
 
     me = await browser.get("/users/me")
     assert me.status == 200, me.text

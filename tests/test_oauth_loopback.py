@@ -26,10 +26,14 @@ def config_overrides(pds_config_overrides: dict[str, Any]) -> dict[str, Any]:
 async def loopback_login(client: Any, account: dict[str, str]) -> Session:
     started = await client.post("/login", json={"input": account["did"]})
     assert started.status == 200, started.text
+    flow_cookie = started.headers.get("Set-Cookie")
+    assert flow_cookie.startswith("oauth-flow=") and "secure" not in flow_cookie.lower()
     redirect = await pds_authorize(started.json()["redirectUrl"], account["handle"], account["password"])
     assert redirect.startswith("http://127.0.0.1:8080/oauth/callback?")
-    # base_url says port 8080; the test server listens elsewhere, so deliver it by hand.
-    done = await client.get(callback_path(redirect))
+    # base_url says port 8080; the test server listens elsewhere, so deliver it by hand,
+    # with the flow cookie as the browser that started the login would send it.
+    done = await client.get(callback_path(redirect),
+                            headers={"Cookie": flow_cookie.split(";", 1)[0]})
     assert done.status == 302, done.text
     cookies = {}
     for line in done.headers.get_list("Set-Cookie"):

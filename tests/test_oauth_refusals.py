@@ -34,6 +34,53 @@ def assert_error_page(resp: Any, code: str, words: str) -> None:
     assert "sid" not in resp.set_cookies()
 
 
+async def test_login_binds_the_flow_to_this_browser_with_a_callback_only_cookie(
+        app, service, oauth_account):
+    browser = service()
+    started = await browser.post("/login", json={"input": oauth_account["handle"]})
+    assert started.status == 200, started.text
+    attrs = started.set_cookie_attrs("oauth-flow")
+    assert attrs is not None and started.set_cookies()["oauth-flow"]
+    assert attrs["path"] == "/oauth/callback"
+    assert {"httponly", "secure"} <= set(attrs) and attrs["samesite"].lower() == "lax"
+    assert int(attrs["max-age"]) > app.config.plugin("oauth").flow_timeout_seconds
+
+
+async def test_callback_link_from_another_browser_does_not_log_in(app, service, oauth_account):
+    """Login CSRF: the attacker starts a login to their own account, stops before the
+    callback and sends the link to a victim. The victim's browser never started that flow."""
+    attacker = service()
+    redirect = await start_and_consent(attacker, oauth_account)
+    victim = service()
+    resp = await victim.get(callback_path(redirect))
+    assert_error_page(resp, "flow_not_from_this_browser", "not started in this browser")
+    assert "sid" not in victim.cookies
+    assert (await victim.get("/users/me")).status == 401
+    # The refused attempt spent the state: the attacker cannot finish it either.
+    again = await attacker.get(callback_path(redirect))
+    assert_error_page(again, "unknown_state", "already used")
+    assert "oauth-flow" not in attacker.cookies  # cleared on the refusal too
+    assert (await attacker.get("/users/me")).status == 401
+
+
+async def test_callback_link_with_another_flows_cookie_does_not_log_in(
+        app, service, devnet, new_handle, oauth_account):
+    attacker = service()
+    redirect = await start_and_consent(attacker, oauth_account)
+    victim_account = devnet.create_account(new_handle("victim"))
+    victim = service()
+    # The victim is in the middle of their own login: their browser holds a flow cookie.
+    mine = await victim.post("/login", json={"input": victim_account["handle"]})
+    assert mine.status == 200 and victim.cookies.get("oauth-flow")
+    resp = await victim.get(callback_path(redirect))
+    assert_error_page(resp, "flow_not_from_this_browser", "not started in this browser")
+    assert "oauth-flow" in resp.set_cookies() and "oauth-flow" not in victim.cookies  # cleared
+    assert (await victim.get("/users/me")).status == 401
+    again = await attacker.get(callback_path(redirect))
+    assert_error_page(again, "unknown_state", "already used")
+    assert (await attacker.get("/users/me")).status == 401
+
+
 async def test_replayed_callback_is_refused_without_a_session(app, service, oauth_account):
     browser = service()
     started = await browser.post("/login", json={"input": oauth_account["handle"]})

@@ -28,6 +28,7 @@ from joserfc.jwk import ECKey
 
 from daemon.atproto.identity import resolve_did, resolve_identity
 from daemon.http import ApiError
+from daemon.netguard import RequestRefused
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import ClientKeys
 
@@ -52,6 +53,15 @@ class OAuthError(Exception):
         self.description = description
         self.status = status
         super().__init__(f"{error}: {description}" if description else error)
+
+
+class ServerRefused(ApiError):
+    """The SSRF guard refused to contact a server (it resolves to a non-public address)."""
+
+    def __init__(self, what: str, url: str, reason: str) -> None:
+        super().__init__(502, "pds_error",
+                         f"The {what} at {url} is not reachable from this service: {reason}.")
+        self.reason = reason
 
 
 def b64url(data: bytes) -> str:
@@ -168,6 +178,8 @@ class OAuthClient:
     async def _get_json(self, url: str, what: str) -> dict[str, Any]:
         try:
             resp = await self.app.http.get(url, headers={"Accept": "application/json"})
+        except RequestRefused as exc:
+            raise ServerRefused(what, url, exc.reason) from None
         except httpx.HTTPError as exc:
             raise ApiError(502, "server_unreachable", f"Could not reach the {what} at {url}: {exc}") from None
         if resp.status_code != 200:
@@ -237,12 +249,16 @@ class OAuthClient:
             url = origin_of(text)
             self._check_url(url, "server")
             try:
-                issuer = await self.authorization_server_of(url)
-            except ApiError as exc:
-                if exc.code != "server_metadata_missing":
-                    raise
-                issuer = url  # an entryway that is its own authorization server
-            return LoginTarget(await self.server_metadata(issuer), None, None, url, None)
+                try:
+                    issuer = await self.authorization_server_of(url)
+                except ApiError as exc:
+                    if exc.code != "server_metadata_missing":
+                        raise
+                    issuer = url  # an entryway that is its own authorization server
+                return LoginTarget(await self.server_metadata(issuer), None, None, url, None)
+            except ServerRefused as exc:  # the person typed it: bad input, not a server failure
+                raise ApiError(400, "server_not_reachable",
+                               f"That server is not reachable from this service ({exc.reason}).") from None
         if text.startswith("at://"):
             text = text[len("at://"):]
         text = text.lstrip("@")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import html
 import logging
 import secrets
 from typing import Any, NoReturn
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
@@ -16,7 +17,7 @@ from daemon.atproto.pds import read_user_profile
 from daemon.http import ApiError, BaseHandler
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
-                                  pkce_pair)
+                                  origin_of, pkce_pair)
 from plugins.oauth.home import HomeHandler
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import dump_private, load_private, new_dpop_key
@@ -41,12 +42,34 @@ ERROR_TEXT = {
     "issuer_not_authoritative": "That server is not the one your account's PDS names for logins, "
                                 "so the login was refused.",
     "server_unreachable": "Your server could not be reached. Try again in a moment.",
+    "server_not_reachable": "That server is not reachable from this service. Check the address, "
+                            "or log in with your handle instead.",
+    "flow_not_from_this_browser": "This login was not started in this browser, so it was refused "
+                                  "and you are not logged in. If someone sent you this link, they "
+                                  "may have tried to log you in to their account. To log in, start "
+                                  "the login again here.",
     "login_failed": "The login could not be started.",
 }
+
+#: Binds a login flow to the browser that started it (login CSRF defence): a random nonce,
+#: sent back only to the callback; the flow keeps its SHA-256.
+FLOW_COOKIE = "oauth-flow"
 
 
 def hash_state(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
+
+
+def hash_nonce(nonce: str) -> str:
+    return hashlib.sha256(nonce.encode()).hexdigest()
+
+
+def flow_cookie_options(handler: BaseHandler) -> dict[str, Any]:
+    """Attributes of the flow cookie: sent only to the callback (as the browser sees its
+    path), never readable by scripts, and kept on the top-level GET back from the server."""
+    client = oauth_state(handler.app).client
+    return {"path": urlsplit(client.redirect_uri).path or CALLBACK_PATH, "httponly": True,
+            "samesite": "Lax", "secure": handler.app.config.server.base_url.startswith("https://")}
 
 
 def safe_return_to(value: Any) -> str | None:
@@ -170,6 +193,7 @@ class LoginHandler(BrowserFacing):
             raise ApiError(502, "authorization_server_refused",
                            f"{target.server.issuer} refused to start the login: {exc}") from None
         state_hash, now = hash_state(state), self.app.clock.time()
+        nonce = secrets.token_urlsafe(32)
         seal = self.app.secrets.seal
         async with self.app.db.transaction("oauth.start") as tx:
             await oauth_store.delete_expired_flows_tx(tx, now)
@@ -180,7 +204,11 @@ class LoginHandler(BrowserFacing):
                 client_id=client.client_id, scope=client.scope,
                 verifier_sealed=seal(verifier, f"oauth_flows.verifier:{state_hash}"),
                 dpop_key_sealed=seal(dump_private(dpop_key), f"oauth_flows.dpop_key:{state_hash}"),
-                return_to=return_to, now=now, expires_at=now + client.cfg.flow_timeout_seconds)
+                return_to=return_to, browser_hash=hash_nonce(nonce), now=now,
+                expires_at=now + client.cfg.flow_timeout_seconds)
+        # One login at a time per browser: a newer login replaces the cookie of an older one.
+        self.set_cookie(FLOW_COOKIE, nonce, max_age=client.cfg.flow_timeout_seconds + 60,
+                        **flow_cookie_options(self))
         url = client.authorization_url(target.server, request_uri)
         if self.is_form():
             self.redirect(url)
@@ -194,13 +222,17 @@ class LoginHandler(BrowserFacing):
 class CallbackHandler(BrowserFacing):
 
     async def get(self) -> None:
+        # Whatever happens, the nonce has done its job: the flow is spent below.
+        nonce = self.get_cookie(FLOW_COOKIE)
+        if nonce is not None:
+            self.clear_cookie(FLOW_COOKIE, **flow_cookie_options(self))
         try:
-            await self.complete()
+            await self.complete(nonce)
         except LoginPageError as exc:
             log.info("OAuth callback refused: %s", exc)
             self.show_error(exc.code, exc.detail, exc.status)
 
-    async def complete(self) -> None:
+    async def complete(self, nonce: str | None) -> None:
         arg = self.get_query_argument
         state = arg("state", "")
         if not state:
@@ -212,6 +244,14 @@ class CallbackHandler(BrowserFacing):
             raise LoginPageError("unknown_state")
         if flow["expires_at"] <= now:
             raise LoginPageError("flow_expired")
+        # Login CSRF: only the browser that started the flow may complete it, or an attacker
+        # could send someone the callback link of a login into the attacker's own account.
+        if not (nonce and flow["browser_hash"]
+                and hmac.compare_digest(hash_nonce(nonce), flow["browser_hash"])):
+            client = oauth_state(self.app).client
+            detail = (f"Development (loopback) client: open {origin_of(client.redirect_uri)}/ "
+                      f"(not localhost) to log in." if client.loopback else "")
+            raise LoginPageError("flow_not_from_this_browser", detail)
         if arg("error", ""):
             error = arg("error")
             code = "access_denied" if error == "access_denied" else "authorization_failed"
