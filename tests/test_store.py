@@ -132,3 +132,19 @@ def test_online_backup_copies_a_consistent_database(tmp_path):
     with sqlite3.connect(tmp_path / "copy.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM schema_migrations WHERE component='core'").fetchone()[0] >= 1
     assert cli("backup", str(tmp_path / "copy.sqlite3")).returncode == 1  # never overwrites
+
+
+async def test_keyed_locks_serialise_per_key_and_forget_idle_keys():
+    from daemon.locks import KeyedLocks
+    locks, order = KeyedLocks(), []
+
+    async def work(key, tag, pause):
+        async with locks.hold(key):
+            order.append(f"{tag}+")
+            await asyncio.sleep(pause)
+            order.append(f"{tag}-")
+
+    await asyncio.gather(work("a", "a1", 0.02), work("a", "a2", 0), work("b", "b1", 0))
+    assert order.index("a1-") < order.index("a2+")  # same key: one at a time
+    assert order.index("b1+") < order.index("a1-")  # other keys do not wait
+    assert len(locks) == 0 and not locks.busy("a")

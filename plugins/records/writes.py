@@ -22,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any
 
+from daemon.locks import KeyedLocks
 from daemon.clock import iso
 from daemon.events import emit_tx
 from daemon.http import ApiError
@@ -85,25 +85,6 @@ def surely_not_written(exc: BaseException) -> bool:
     if isinstance(exc, PdsError):
         return not exc.transient
     return isinstance(exc, ApiError)
-
-
-class KeyedLocks:
-    """asyncio locks by key, forgotten when nobody holds or waits for them."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    def busy(self, key: str) -> bool:
-        lock = self._locks.get(key)
-        return lock is not None and lock.locked()
-
-    @asynccontextmanager
-    async def hold(self, key: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            yield
-        if not lock.locked() and not getattr(lock, "_waiters", None):
-            self._locks.pop(key, None)
 
 
 def _locks(app: "Application") -> KeyedLocks:
