@@ -98,11 +98,30 @@ async def app_allowed_tx(tx: Transaction, community_did: str, app_id: str) -> bo
         (community_did, app_id)) is not None
 
 
-async def allow_app_tx(tx: Transaction, community_did: str, app_id: str, by: str, now: str) -> bool:
+async def allow_app_tx(tx: Transaction, community_did: str, app_id: str, by: str, now: str,
+                       manage: bool = False) -> bool:
+    """Grant `app_id` visibility (`manage` False) or management (True); an existing grant
+    is changed to the level asked for. True if anything changed."""
     cur = await tx.execute(
-        "INSERT OR IGNORE INTO community_apps (community_did, app_id, allowed_by, allowed_at) "
-        "VALUES (?, ?, ?, ?)", (community_did, app_id, by, now))
+        "INSERT INTO community_apps (community_did, app_id, allowed_by, allowed_at, manage) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (community_did, app_id) DO UPDATE SET "
+        "manage = excluded.manage, allowed_by = excluded.allowed_by, allowed_at = excluded.allowed_at "
+        "WHERE community_apps.manage != excluded.manage",
+        (community_did, app_id, by, now, 1 if manage else 0))
     return cur.rowcount > 0
+
+
+async def app_manages(db: Database, community_did: str, app_id: str) -> bool:
+    """Whether an admin granted `app_id` management of the community (creator app aside)."""
+    return await db.fetchone_now(
+        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ? AND manage = 1",
+        (community_did, app_id)) is not None
+
+
+async def app_manages_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
+    return await tx.fetchone(
+        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ? AND manage = 1",
+        (community_did, app_id)) is not None
 
 
 async def disallow_app_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
@@ -113,7 +132,7 @@ async def disallow_app_tx(tx: Transaction, community_did: str, app_id: str) -> b
 
 async def list_allowed_apps(db: Database, community_did: str) -> list[Row]:
     return await db.fetchall(
-        "SELECT app_id, allowed_by, allowed_at FROM community_apps WHERE community_did = ? "
+        "SELECT app_id, allowed_by, allowed_at, manage FROM community_apps WHERE community_did = ? "
         "ORDER BY allowed_at, app_id", (community_did,))
 
 

@@ -144,3 +144,26 @@ async def pds_record(app: Any, community_did: str, name: str, rkey: str = "self"
     repo = await community_repo(app, community_did)
     got = await repo.get_record(f"{app.config.atproto.namespace}.{name}", rkey)
     return got["value"] if got else None
+
+
+async def seed_community(app: Any, admin_did: str, *, type: str = "open", creator_app_id: str | None = None,
+                         members: tuple[str, ...] = ()) -> str:
+    """A community written straight into the local index (no PDS): for tests of routes that
+    never reach a PDS (refusals, cursors, limits). Returns its DID."""
+    from store import communities as communities_store
+    from store import members as members_store
+
+    did = f"did:plc:seed{os.urandom(8).hex()}"
+    now = app.clock.iso_now()
+    async with app.db.transaction("tests.seed_community") as tx:
+        await communities_store.insert_community_tx(
+            tx, did=did, handle=f"{did[8:20]}.test", display_name="Seeded", description="", type=type,
+            pds_url="http://pds.invalid", account_kind="provisioned", creator_did=admin_did,
+            creator_app_id=creator_app_id, proof_rkey="3seed", now=now, state="active")
+        for rank, member in enumerate((admin_did, *members)):
+            await members_store.insert_member_tx(
+                tx, community_did=did, member_did=member, now=now, proof_rkey=f"3seed{rank}",
+                proof_cid=None, membership_uri=None, membership_cid=None, app_id=creator_app_id,
+                admin_rank=0 if rank == 0 else None)
+        await communities_store.set_counts_tx(tx, did, 1 + len(members), 0)
+    return did

@@ -26,6 +26,12 @@ def cr_routes(app: Any) -> list[tuple]:
 
 
 @hookimpl
+def cr_startup(app: Any) -> None:
+    from plugins.communities.config import check_limits
+    check_limits(app.config)
+
+
+@hookimpl
 def cr_cli_commands() -> dict[str, Any]:
     from plugins.communities.reindex import cli_commands
     return cli_commands()

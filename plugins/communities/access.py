@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
 __all__ = ["MemberStatus", "member_status", "app_can_see", "app_can_see_tx", "require_community",
-           "NOT_FOUND"]
+           "NOT_FOUND", "app_manages", "app_manages_tx", "require_manager", "require_manager_tx"]
 
 
 @dataclass(frozen=True)
@@ -115,3 +115,41 @@ async def require_community(app: "Application", did: str, principal: Any) -> Row
     if not _visible(row, app_id, allowed):
         raise NOT_FOUND(did)
     return row
+
+
+# ------------------------------------------------------------------ management (trust model)
+#
+# An app names the acting admin (`adminDid`, `currentOwnerDid`) and this service believes it,
+# but only for the apps the community trusts: its creator app, and the apps an admin granted
+# management (`community_apps.manage`). Browser sessions (app_id None) act as themselves.
+
+
+def APP_NOT_TRUSTED(did: str, app_id: str) -> ApiError:  # noqa: N802
+    return ApiError(403, "app_not_trusted",
+                    f"App {app_id} may not act for the admins of {did}: only the app that created the "
+                    "community and apps an admin granted management may. An admin can grant it on "
+                    "this service (POST /communities/:did/apps/:appId with {\"manage\": true}).")
+
+
+async def app_manages(app: "Application", row: Row, app_id: str | None) -> bool:
+    """Whether `app_id` may act for the community's admins (None: a browser session: yes)."""
+    if app_id is None or row["creator_app_id"] == app_id:
+        return True
+    return await communities_store.app_manages(app.db, row["did"], app_id)
+
+
+async def app_manages_tx(tx: Transaction, row: Row, app_id: str | None) -> bool:
+    if app_id is None or row["creator_app_id"] == app_id:
+        return True
+    return await communities_store.app_manages_tx(tx, row["did"], app_id)
+
+
+async def require_manager(app: "Application", row: Row, app_id: str | None) -> None:
+    """403 `app_not_trusted` unless `app_id` may act for the community's admins."""
+    if not await app_manages(app, row, app_id):
+        raise APP_NOT_TRUSTED(row["did"], app_id or "-")
+
+
+async def require_manager_tx(tx: Transaction, row: Row, app_id: str | None) -> None:
+    if not await app_manages_tx(tx, row, app_id):
+        raise APP_NOT_TRUSTED(row["did"], app_id or "-")

@@ -1,16 +1,19 @@
 """API-key routes under /api/v1/communities (spec 4.5, 4.6).
 
 Trust model: the app names the acting user (`userDid`, `adminDid`, `currentOwnerDid`) and
-this service believes it: the app vouches for its user (see docs/communities.md).
+this service believes it: the app vouches for its user (see docs/communities.md). For admin
+actions (`adminDid` / `currentOwnerDid`) only apps the community trusts are believed: its
+creator app and apps an admin granted management; others get 403 `app_not_trusted`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from daemon import validate
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from plugins.communities import common, service, views
-from plugins.communities.access import checked_status
+from plugins.communities.access import checked_status, require_manager
 from plugins.communities.service import Actor
 from store import communities as communities_store
 
@@ -33,7 +36,7 @@ class CommunitiesHandler(ApiBase):
         self.send_json(await common.created(self, result["did"], creator), 201)
 
     async def get(self) -> None:
-        limit, cursor = self.page_params(1)
+        limit, cursor = self.page_params(1, "i")
         user_did = common.query_did(self, "userDid")
         text = self.get_query_argument("query", None) or self.get_query_argument("q", None)
         query = communities_store.fts_query(text) if text else None
@@ -84,6 +87,8 @@ class MembersHandler(ApiBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         admin = common.query_did(self, "adminDid")
+        if admin:
+            await require_manager(self.app, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
         status = await common.require_member_view(self, row, viewer)
         admin_view = bool(admin and status and status.is_admin and not common.query_bool(self, "public"))
@@ -93,6 +98,7 @@ class MembersHandler(ApiBase):
 class PendingHandler(ApiBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
+        await require_manager(self.app, row, self.principal.app_id)
         await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
         self.send_json(await common.pending_list(self, row))
 
@@ -154,12 +160,15 @@ class CheckHandler(ApiBase):
 class AuditLogHandler(ApiBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
+        await require_manager(self.app, row, self.principal.app_id)
         await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
         self.send_json(await common.audit_log(self, row))
 
 
 class AppVisibilityHandler(ApiBase):
-    """Allow (POST) or disallow (DELETE) an app to see a private community; admins only."""
+    """Grant (POST ``{adminDid, manage?}``) or revoke (DELETE) an app's access: visibility
+    of a private community, or with ``manage: true`` management (acting for the admins).
+    Only an app that itself manages the community may call this (403 `app_not_trusted`)."""
 
     async def post(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, True)
@@ -172,12 +181,13 @@ class AppVisibilityHandler(ApiBase):
         body = self.json_body(required=False)
         admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
                                 "adminDid")
+        manage = bool(validate.boolean(body, "manage", default=False)) if allow else False
         if allow:
             from store import apps as apps_store
             target = await apps_store.get_app(self.app.db, app_id)
             if target is None or not target["active"]:
                 raise ApiError(404, "app_not_found", f"No active app {app_id}.")
-        self.send_json(await service.allow_app(self.app, row, app_id, self.actor(admin), allow))
+        self.send_json(await service.allow_app(self.app, row, app_id, self.actor(admin), allow, manage=manage))
 
 
 def routes() -> list[tuple]:

@@ -121,7 +121,7 @@ async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[st
 async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
                        admin_view: bool) -> dict[str, Any]:
     app = handler.app
-    limit, cursor = handler.page_params(1)
+    limit, cursor = handler.page_params(1, "i")
     after = int(cursor[0]) if cursor else None
     search = handler.get_query_argument("search", None)
     like = None
@@ -153,7 +153,7 @@ async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> Memb
 
 
 async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
-    limit, cursor = handler.page_params(1)
+    limit, cursor = handler.page_params(1, "i")
     rows = await members_store.list_requests(handler.app.db, row["did"], limit=limit + 1,
                                              after_id=int(cursor[0]) if cursor else None)
     out: dict[str, Any] = {"pendingMembers": [views.request_json(r) for r in rows[:limit]]}
@@ -163,7 +163,7 @@ async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
 
 
 async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
-    limit, cursor = handler.page_params(1)
+    limit, cursor = handler.page_params(1, "i")
     action = handler.get_query_argument("action", None) or None
     rows = await audit_store.list_entries(handler.app.db, row["did"], limit=limit + 1,
                                           before_id=int(cursor[0]) if cursor else None, action=action)
@@ -174,7 +174,7 @@ async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
 
 
 async def memberships(handler: BaseHandler, user_did: str) -> dict[str, Any]:
-    limit, cursor = handler.page_params(1)
+    limit, cursor = handler.page_params(1, "i")
     rows = await members_store.memberships_of(handler.app.db, user_did, limit=limit + 1,
                                               after_id=int(cursor[0]) if cursor else None)
     out: dict[str, Any] = {"memberships": [views.membership_json(r) for r in rows[:limit]]}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 CommunityType = Literal["open", "admin-approved", "private"]
 TYPES: tuple[str, ...] = ("open", "admin-approved", "private")
@@ -16,4 +16,23 @@ class CommunitiesConfig:
     allow_bring_own: bool = True
     max_upload_bytes: int = 1024 * 1024
     profile_fetch_timeout_seconds: float = 3.0
+    banner_fetch_timeout_seconds: float = 10.0
     delete_pds_records: bool = True
+
+
+def check_limits(config: Any) -> None:
+    """`communities.max_upload_bytes` must fit in `server.max_upload_bytes` (the HTTP
+    server's body cap): a larger image would be cut off before the plugin sees it."""
+    from daemon.config import ConfigError
+
+    plugin = config.plugin("communities")
+    server = config.server.max_upload_bytes
+    if plugin.max_upload_bytes > server:
+        raise ConfigError(
+            f"is {plugin.max_upload_bytes}, more than server.max_upload_bytes ({server}), the "
+            "HTTP server's cap on upload bodies: lower it or raise server.max_upload_bytes",
+            "communities.max_upload_bytes")
+    if plugin.max_upload_bytes < 1:
+        raise ConfigError("must be a positive number of bytes", "communities.max_upload_bytes")
+    if plugin.banner_fetch_timeout_seconds <= 0:
+        raise ConfigError("must be positive", "communities.banner_fetch_timeout_seconds")

@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from daemon.atproto.syntax import new_tid
 from daemon.events import emit_tx
 from daemon.http import ApiError
-from plugins.communities.access import NOT_FOUND, MemberStatus, member_status, member_status_tx
+from plugins.communities.access import (NOT_FOUND, MemberStatus, member_status, member_status_tx,
+                                         require_manager, require_manager_tx)
 from plugins.communities import records as rec
+from store import accounts as accounts_store
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
@@ -130,6 +132,14 @@ async def fetch_profile(app: "Application", did: str) -> tuple[str | None, str |
         return None
 
 
+def _let_finish(task: "asyncio.Future[Any]") -> None:
+    """Leave an unneeded profile fetch to finish on its own (it is time-bounded) rather than
+    cancel it: a cancel landing while it caches an identity in a transaction could leave the
+    writer connection inside that transaction (see the report on store/db.py)."""
+    if not task.done():
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
 async def store_profile_tx(app: "Application", tx: Transaction, did: str,
                            profile: tuple[str | None, str | None, str | None] | None) -> None:
     if profile is not None:
@@ -198,12 +208,16 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
         return 202, {"status": "pending", "communityDid": did, "memberDid": user_did,
                      "requestedAt": now}
     finally:
-        if not profile_task.done():
-            profile_task.cancel()
+        _let_finish(profile_task)
 
 
 async def _status(app: "Application", did: str, user_did: str) -> MemberStatus:
     return await member_status(app, did, user_did)
+
+
+async def _manages_tx(tx: Transaction, row: Row, app_id: str) -> bool:
+    from plugins.communities.access import app_manages_tx
+    return await app_manages_tx(tx, row, app_id)
 
 
 async def _confirm(app: "Application", community: Row, user_did: str, actor: Actor, event: str,
@@ -225,12 +239,20 @@ async def _confirm(app: "Application", community: Row, user_did: str, actor: Act
         user_did, confirmed_at, membership_uri, membership_cid)))
     profile = await profile_task if profile_task is not None else None
     refusal: ApiError | None = None
+    keep_rkey: str | None = None  # the committed member's proof: never roll that one back
     async with app.db.transaction("communities.confirm") as tx:
-        await _active_tx(tx, did)
+        row = await communities_store.get_community_tx(tx, did)
         status = await member_status_tx(tx, did, user_did)
-        if status.is_member:
-            # A concurrent request won; the proof it wrote has our key (same pending row).
+        if row is None or row["state"] != "active":
+            refusal = NOT_FOUND(did)
+        elif actor.app_id is not None and from_request and not await _manages_tx(tx, row, actor.app_id):
+            refusal = ApiError(403, "app_not_trusted", "The app's management grant was revoked meanwhile.")
+        elif status.is_member:
+            # A concurrent request won. If it shared our pending row, its proof is the one
+            # we wrote (same key); otherwise ours is a second proof, rolled back below.
             refusal = ApiError(409, "already_member", "This user is already a member of the community.")
+            member = await members_store.get_member_tx(tx, did, user_did)
+            keep_rkey = member["proof_rkey"] if member is not None else None
         elif from_request and not status.is_pending:
             # The request was withdrawn or rejected meanwhile: take the proof back.
             refusal = ApiError(404, "no_pending_request", "This user has no pending join request.")
@@ -253,7 +275,7 @@ async def _confirm(app: "Application", community: Row, user_did: str, actor: Act
             await audit_tx(app, tx, did, event, actor, user_did,
                            metadata={"proofUri": written.get("uri")})
     if refusal is not None:
-        if refusal.status == 404:
+        if rkey != keep_rkey:
             await _roll_back(repo, [(collection, rkey)])
         raise refusal
     return {"status": "joined", "communityDid": did, "memberDid": user_did,
@@ -264,6 +286,7 @@ async def _confirm(app: "Application", community: Row, user_did: str, actor: Act
 
 async def approve(app: "Application", community: Row, member_did: str, actor: Actor) -> dict[str, Any]:
     did = community["did"]
+    await require_manager(app, community, actor.app_id)
     admin = await _status(app, did, actor.did)
     _require(admin, admin=True)
     target = await _status(app, did, member_did)
@@ -281,7 +304,7 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
     async with app.db.transaction("communities.reject") as tx:
-        await _active_tx(tx, did)
+        await require_manager_tx(tx, await _active_tx(tx, did), actor.app_id)
         _require(await member_status_tx(tx, did, actor.did), admin=True)
         if not await members_store.delete_request_tx(tx, did, member_did):
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
@@ -297,18 +320,22 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
 
 
 async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
-                after_pds: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
+                after_commit: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
     """Leave (a member) or withdraw a join request (pending). The primary admin must
-    transfer first (409); an admin who leaves stops being an admin."""
+    transfer first (409); an admin who leaves stops being an admin. `after_commit` (browser:
+    delete the user's own membership record) runs after the local commit, best effort: a
+    failing user PDS never stops anyone leaving."""
     did = community["did"]
     status = await _status(app, did, user_did)
     if status.is_pending and not status.is_member:
         async with app.db.transaction("communities.withdraw") as tx:
             await _active_tx(tx, did)
+            request = await members_store.get_request_tx(tx, did, user_did)
             if not await members_store.delete_request_tx(tx, did, user_did):
                 raise ApiError(404, "not_member", "This user is not a member of the community.")
             await communities_store.adjust_counts_tx(tx, did, pending=-1)
             await audit_tx(app, tx, did, "member.request_withdrawn", actor, user_did)
+        await _best_effort(after_commit, request, did, user_did)
         return {"status": "withdrawn", "communityDid": did, "memberDid": user_did}
     if not status.is_member:
         raise ApiError(404, "not_member", "This user is not a member of the community.")
@@ -316,12 +343,13 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
         raise ApiError(409, "primary_admin_must_transfer",
                        "The primary admin cannot leave: transfer the primary admin role to another "
                        "member first (admins/transfer).")
-    return await _remove(app, community, user_did, actor, "member.left", None, {}, after_pds)
+    return await _remove(app, community, user_did, actor, "member.left", None, {}, after_commit)
 
 
 async def remove(app: "Application", community: Row, member_did: str, actor: Actor,
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
+    await require_manager(app, community, actor.app_id)
     _require(await _status(app, did, actor.did), admin=True)
     target = await _status(app, did, member_did)
     if not target.is_member:
@@ -334,7 +362,7 @@ async def remove(app: "Application", community: Row, member_did: str, actor: Act
 
 async def _remove(app: "Application", community: Row, member_did: str, actor: Actor, event: str,
                   reason: str | None, extra: dict[str, Any],
-                  after_pds: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
+                  after_commit: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
     did = community["did"]
     async with community_lock(app, did):
         member = await members_store.get_member(app.db, did, member_did)
@@ -354,8 +382,6 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
         if was_admin:
             await pds(repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record(admins, app.clock.iso_now())))
         await pds(repo.delete_record(rec.nsid(app, "membershipProof"), member["proof_rkey"]))
-        if after_pds is not None:
-            await after_pds(member)
         gone = False
         async with app.db.transaction("communities.remove") as tx:
             await _active_tx(tx, did)
@@ -372,8 +398,23 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
                                metadata={"wasAdmin": was_admin})
         if gone:
             raise ApiError(404, "not_member", "This user is not a member of the community.")
+    await _best_effort(after_commit, member, did, member_did)
     return {"status": "left" if event == "member.left" else "removed", "communityDid": did,
             "memberDid": member_did}
+
+
+async def _best_effort(step: Callable[[Row], Awaitable[None]] | None, row: Row | None, did: str,
+                       user_did: str) -> None:
+    """Run a post-commit step (the user's own record); log a failure, never raise: the
+    community side has changed and the caller must hear so. The stray record is harmless
+    (the community's proof is gone) and the user can delete it from their repo."""
+    if step is None or row is None:
+        return
+    try:
+        await step(row)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("left %s, but could not delete the membership record of %s in their repo: %r",
+                    did, user_did, exc)
 
 
 # ------------------------------------------------------------------ admins
@@ -383,6 +424,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
                         target_did: str, compute: Callable[[list[tuple[str, str]], MemberStatus, MemberStatus],
                                                            list[tuple[str, str]]]) -> dict[str, Any]:
     did = community["did"]
+    await require_manager(app, community, actor.app_id)
     async with community_lock(app, did):
         actor_status = await _status(app, did, actor.did)
         target = await _status(app, did, target_did)
@@ -397,7 +439,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
         repo = await community_repo_for(app, did)
         await pds(repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record(new, now)))
         async with app.db.transaction("communities." + action) as tx:
-            await _active_tx(tx, did)
+            await require_manager_tx(tx, await _active_tx(tx, did), actor.app_id)
             await members_store.set_admins_tx(tx, did, new)
             await communities_store.finish_write_tx(tx, key)
             await audit_tx(app, tx, did, action, actor, target_did,
@@ -451,19 +493,25 @@ async def transfer(app: "Application", community: Row, new_owner: str, actor: Ac
 # ------------------------------------------------------------------ app visibility
 
 
-async def allow_app(app: "Application", community: Row, app_id: str, actor: Actor, allow: bool) -> dict[str, Any]:
+async def allow_app(app: "Application", community: Row, app_id: str, actor: Actor, allow: bool,
+                    manage: bool = False) -> dict[str, Any]:
+    """Grant (`allow`) or revoke an app's access: visibility only, or management (`manage`:
+    it may act for the admins). Only an admin, through the browser or an app that already
+    manages the community, may change grants."""
     did = community["did"]
     async with app.db.transaction("communities.app_visibility") as tx:
-        await _active_tx(tx, did)
+        row = await _active_tx(tx, did)
+        await require_manager_tx(tx, row, actor.app_id)
         _require(await member_status_tx(tx, did, actor.did), admin=True)
         if allow:
-            changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now())
+            changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
+                                                           manage=manage)
         else:
             changed = await communities_store.disallow_app_tx(tx, did, app_id)
         if changed:
             await audit_tx(app, tx, did, "community.app_allowed" if allow else "community.app_disallowed",
-                           actor, None, metadata={"appId": app_id})
-    return {"communityDid": did, "appId": app_id, "allowed": allow}
+                           actor, None, metadata={"appId": app_id, "manage": bool(allow and manage)})
+    return {"communityDid": did, "appId": app_id, "allowed": allow, "manage": bool(allow and manage)}
 
 
 # ------------------------------------------------------------------ create
@@ -538,7 +586,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         written.append((admins_nsid, "self"))
         proof = await pds(repo.put_record(proof_nsid, proof_rkey, rec.membership_proof(actor.did, now)))
     except ApiError as exc:
-        profile_task.cancel()
+        _let_finish(profile_task)
         await _roll_back(repo, written)
         raise ApiError(exc.status, exc.code,
                        f"{exc.message} The community is not created; send the same request again "
@@ -583,6 +631,7 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
     async with community_lock(app, did):
         async with app.db.transaction("communities.profile_check") as tx:
             row = await _active_tx(tx, did)
+            await require_manager_tx(tx, row, actor.app_id)
             _require(await member_status_tx(tx, did, actor.did), admin=True)
         fields: dict[str, Any] = {}
         for key in ("display_name", "description", "type"):
@@ -608,23 +657,34 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
 
 async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, Any]:
     """Primary admin only. Deletes the community's profile and admins records from its
-    repo (so it no longer presents itself as a community), then the local index, then
-    the stored credentials. Membership proofs stay in the repo (history); the account
-    itself is not deleted: its owner keeps it (brought) or it stays idle (provisioned)."""
+    repo (so it no longer presents itself as a community), then, in one transaction, the
+    local index and the stored credentials. Membership proofs stay in the repo (history);
+    the account itself is not deleted: its owner keeps it (brought) or it stays idle
+    (provisioned). Once the index is gone the answer is 200, whatever happens after."""
     from daemon.atproto.accounts import forget_account
 
     did = community["did"]
+    await require_manager(app, community, actor.app_id)
     _require(await _status(app, did, actor.did), primary=True)
     async with community_lock(app, did):
+        # Re-checked under the lock: a transfer may have finished while we waited.
+        _require(await _status(app, did, actor.did), primary=True)
         if app.config.plugin("communities").delete_pds_records:
             repo = await community_repo_for(app, did)
             await pds(repo.delete_record(rec.nsid(app, "admins"), "self"))
             await pds(repo.delete_record(rec.nsid(app, "profile"), "self"))
         async with app.db.transaction("communities.delete") as tx:
             row = await _active_tx(tx, did)
+            await require_manager_tx(tx, row, actor.app_id)
+            _require(await member_status_tx(tx, did, actor.did), primary=True)
             await audit_tx(app, tx, did, "community.deleted", actor, None,
                            metadata={"handle": row["handle"], "memberCount": row["member_count"],
                                      "account": row["account_kind"]})
             await communities_store.delete_community_tx(tx, did)
-        await pds(forget_account(app, did))
+            await accounts_store.delete_account_tx(tx, did)
+    try:
+        # Drops the cached PDS session (the stored row is already gone: idempotent).
+        await forget_account(app, did)
+    except Exception as exc:  # noqa: BLE001 (the community is deleted; never a 502 now)
+        log.warning("deleted %s, but could not drop its cached PDS session: %r", did, exc)
     return {"status": "deleted", "did": did}

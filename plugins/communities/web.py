@@ -4,18 +4,19 @@ membership record through their OAuth session), and the admin pages' routes (spe
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import tornado.httputil
 
+from daemon import validate
+
 from daemon.atproto.syntax import new_tid
 from daemon.http import ApiError, BaseHandler
 from plugins.communities import common, records as rec, service
-from plugins.communities.access import member_status
 from plugins.communities.images import sniff_image
 from plugins.communities.service import Actor
 from store import communities as communities_store
-from store import members as members_store
 from store.db import Row
 
 
@@ -77,8 +78,9 @@ class JoinHandler(WebBase):
 
 
 class LeaveHandler(WebBase):
-    """Leave (or withdraw a request): the community's side, then delete the user's own
-    membership record."""
+    """Leave (or withdraw a request): the community's side, then, best effort after the
+    local commit, delete the user's own membership record (a failing user PDS is logged
+    and never stops the leave)."""
 
     async def post(self, did: str) -> None:
         from plugins.oauth.userrepo import user_repo
@@ -87,23 +89,14 @@ class LeaveHandler(WebBase):
         user = self.principal.did
         collection = rec.nsid(self.app, "membership")
 
-        async def delete_own_record(uri: str | None) -> None:
-            rkey = _rkey_of(uri)
+        async def delete_own_record(member_or_request: Row) -> None:
+            rkey = _rkey_of(member_or_request["membership_uri"])
             if rkey:
                 repo = await user_repo(self.app, self.principal)
-                await service.pds(repo.delete_record(collection, rkey))
+                await asyncio.wait_for(repo.delete_record(collection, rkey),
+                                       self.app.config.atproto.request_timeout_seconds * 2)
 
-        status = await member_status(self.app, row["did"], user)
-        if status.is_pending and not status.is_member:
-            request = await members_store.get_request(self.app.db, row["did"], user)
-            await delete_own_record(request["membership_uri"] if request else None)
-            self.send_json(await service.leave(self.app, row, user, self.me))
-            return
-
-        async def after_pds(member: Row) -> None:
-            await delete_own_record(member["membership_uri"])
-
-        self.send_json(await service.leave(self.app, row, user, self.me, after_pds=after_pds))
+        self.send_json(await service.leave(self.app, row, user, self.me, after_commit=delete_own_record))
 
 
 class CommunityHandler(WebBase):
@@ -163,18 +156,42 @@ class ImageHandler(WebBase):
         self.send_json(await common.created(self, row["did"], self.principal.did))
 
     async def _profile_banner(self) -> bytes:
+        """The user's banner, streamed: at most `max_upload_bytes` are read (413 beyond),
+        and the whole fetch is bounded by `communities.banner_fetch_timeout_seconds`."""
         from daemon.atproto.pds import read_user_profile
         profile = await service.pds(read_user_profile(self.app, self.principal.did))
         url = (profile or {}).get("banner")
         if not url:
             raise ApiError(404, "no_profile_banner", "Your profile has no banner to reuse.")
+        cfg = self.app.config.plugin("communities")
+        limit = cfg.max_upload_bytes
+
+        async def fetch() -> bytes:
+            async with self.app.http.stream("GET", url) as resp:
+                if resp.status_code != 200:
+                    raise ApiError(502, "pds_error", f"Your PDS answered {resp.status_code} for your banner.")
+                declared = resp.headers.get("Content-Length")
+                if declared and declared.isdigit() and int(declared) > limit:
+                    raise ApiError(413, "payload_too_large",
+                                   f"Your profile banner is larger than {limit} bytes; upload a smaller image.")
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise ApiError(413, "payload_too_large",
+                                       f"Your profile banner is larger than {limit} bytes; upload a smaller image.")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+
         try:
-            resp = await self.app.http.get(url)
+            return await asyncio.wait_for(fetch(), cfg.banner_fetch_timeout_seconds)
+        except ApiError:
+            raise
+        except asyncio.TimeoutError:
+            raise ApiError(502, "pds_error", "Your PDS took too long to send your banner.") from None
         except Exception as exc:  # noqa: BLE001
             raise ApiError(502, "pds_error", f"Could not fetch your banner: {exc}") from None
-        if resp.status_code != 200:
-            raise ApiError(502, "pds_error", f"Your PDS answered {resp.status_code} for your banner.")
-        return resp.content
 
 
 class MembersHandler(WebBase):
@@ -233,6 +250,28 @@ class AuditLogHandler(WebBase):
         self.send_json(await common.audit_log(self, row))
 
 
+class AppGrantHandler(WebBase):
+    """An admin grants an app access to the community (POST ``{"manage": bool}``: manage =
+    act for the admins through the API; otherwise visibility only) or revokes it (DELETE)."""
+
+    async def post(self, did: str, app_id: str) -> None:
+        row = await self.admin_community(did)
+        body = self.json_body(required=False)
+        manage = validate.boolean(body, "manage", default=False)
+        await self._require_app(app_id)
+        self.send_json(await service.allow_app(self.app, row, app_id, self.me, True, manage=bool(manage)))
+
+    async def delete(self, did: str, app_id: str) -> None:
+        row = await self.admin_community(did)
+        self.send_json(await service.allow_app(self.app, row, app_id, self.me, False))
+
+    async def _require_app(self, app_id: str) -> None:
+        from store import apps as apps_store
+        target = await apps_store.get_app(self.app.db, app_id)
+        if target is None or not target["active"]:
+            raise ApiError(404, "app_not_found", f"No active app {app_id}.")
+
+
 def routes() -> list[tuple]:
     base = r"/communities/" + common.DID
     member = base + r"/members/" + common.DID
@@ -251,4 +290,5 @@ def routes() -> list[tuple]:
         (member + r"/(approve|reject)", MemberDecisionHandler),
         (base + r"/admins/transfer", TransferHandler),
         (base + r"/audit-log", AuditLogHandler),
+        (base + r"/apps/(app_[0-9a-f]{16})", AppGrantHandler),
     ]
