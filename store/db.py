@@ -136,15 +136,22 @@ class Database:
         assert self._writer is not None, "database is not open"
         async with self._write_lock:
             started = time.perf_counter()
-            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+            except asyncio.CancelledError:
+                # The BEGIN is already queued on the writer's thread and will run; undo it
+                # behind it, or the next transaction would find one still open.
+                await asyncio.shield(self._rollback_quietly())
+                raise
             tx = Transaction(self._writer, name)
             try:
                 yield tx
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await asyncio.shield(self._rollback_quietly())
                 log.debug("tx %s rolled back after %.1f ms", name, (time.perf_counter() - started) * 1e3)
                 raise
-            await self._writer.execute("COMMIT")
+            # Shielded: a cancelled caller must not leave the lock while COMMIT is pending.
+            await asyncio.shield(self._writer.execute("COMMIT"))
             log.debug("tx %s committed in %.1f ms", name, (time.perf_counter() - started) * 1e3)
         for callback in tx._after_commit:
             try:
@@ -153,6 +160,13 @@ class Database:
                     await result
             except Exception:
                 log.exception("after-commit callback of tx %s failed", name)
+
+    async def _rollback_quietly(self) -> None:
+        assert self._writer is not None
+        try:
+            await self._writer.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass  # nothing was open
 
     async def executescript(self, script: str) -> None:
         """Run a multi-statement script on the writer (migrations only)."""

@@ -148,3 +148,21 @@ async def test_keyed_locks_serialise_per_key_and_forget_idle_keys():
     assert order.index("a1-") < order.index("a2+")  # same key: one at a time
     assert order.index("b1+") < order.index("a1-")  # other keys do not wait
     assert len(locks) == 0 and not locks.busy("a")
+
+
+async def test_a_transaction_cancelled_while_beginning_leaves_the_writer_usable(app):
+    for _ in range(20):
+        task = asyncio.ensure_future(app.db.fetchval("SELECT 1"))  # keep the loop busy
+        pending = asyncio.ensure_future(_insert(app, "cancelled"))
+        await asyncio.sleep(0)
+        pending.cancel()
+        await asyncio.gather(task, pending, return_exceptions=True)
+        await _insert(app, "after")  # must not fail with "transaction within a transaction"
+    assert await app.db.fetchval("SELECT count(*) FROM sessions WHERE did = 'after'") == 20
+
+
+async def _insert(app, did):
+    import secrets
+    async with app.db.transaction("test.cancel") as tx:
+        await tx.execute("INSERT INTO sessions (id_hash, did, csrf_token, created_at, last_seen_at, "
+                         "expires_at) VALUES (?, ?, 'c', 0, 0, 0)", (secrets.token_hex(8), did))
