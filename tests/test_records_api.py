@@ -154,6 +154,14 @@ async def test_only_author_or_admin_may_change_a_record(app, client, people, dev
                                json={"userDid": carol["did"]})
     assert drop.status == 403
     assert (await on_pds(devnet, did, COLLECTION, rkey))["value"]["text"] == "bob's"
+    # an app the community does not trust cannot act as its admin, even naming her
+    other = await Api.make(app, client, owner="did:plc:someoneelse")
+    assert (await other.post(path(did), {"userDid": carol["did"], "collection": COLLECTION,
+                                         "record": note("carol's own")})).status == 201
+    posing = await client.delete(path(did, f"/{COLLECTION}/{rkey}"), api_key=other.key,
+                                 json={"userDid": alice["did"]})
+    assert posing.status == 403 and posing.json()["error"] == "app_not_trusted"
+    assert (await on_pds(devnet, did, COLLECTION, rkey))["value"]["text"] == "bob's"
     by_admin = await client.delete(path(did, f"/{COLLECTION}/{rkey}"), api_key=api.key,
                                    json={"userDid": alice["did"]})
     assert by_admin.status == 200

@@ -16,7 +16,8 @@ from urllib.parse import unquote
 from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.validate import invalid
-from plugins.communities.access import NOT_FOUND, member_status, require_community
+from plugins.communities.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
+                                        require_community)
 from plugins.records import writes
 from store import records as store
 from store.db import Row
@@ -87,10 +88,17 @@ class RecordsBase(BaseHandler):
         return status
 
     async def may_change(self, did: str, row: Row, user_did: str) -> None:
+        """The author may change a record; an admin may change anyone's, but only through an
+        app the community trusts to act for its admins (as for every admin action)."""
         status = await self.require_member(did, user_did)
-        if row["author_did"] != user_did and not status.is_admin:
+        if row["author_did"] == user_did:
+            return
+        if not status.is_admin:
             raise ApiError(403, "not_author",
                            "Only the record's author or an admin of the community may change it.")
+        community = await require_community(self.app, did, self.principal)
+        if not await app_manages(self.app, community, self.principal.app_id):
+            raise APP_NOT_TRUSTED(did, self.principal.app_id or "-")
 
     async def indexed(self, did: str, collection: str, rkey: str) -> Row:
         row = await store.get_record(self.app.db, did, collection, rkey)
