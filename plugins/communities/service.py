@@ -24,6 +24,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
+from daemon.locks import KeyedLocks
 from daemon.atproto.syntax import new_tid
 from daemon.events import emit_tx
 from daemon.http import ApiError
@@ -53,32 +54,10 @@ class Actor:
 # ------------------------------------------------------------------ helpers
 
 
-def _locks(app: "Application") -> dict[str, asyncio.Lock]:
-    return app.state.setdefault("communities.locks", {})
-
-
-class _Lock:
-    """A per-key asyncio lock that forgets keys nobody waits for."""
-
-    def __init__(self, app: "Application", key: str) -> None:
-        self.locks = _locks(app)
-        self.key = key
-
-    async def __aenter__(self) -> None:
-        lock = self.locks.get(self.key)
-        if lock is None:
-            lock = self.locks[self.key] = asyncio.Lock()
-        self.lock = lock
-        await lock.acquire()
-
-    async def __aexit__(self, *exc: Any) -> None:
-        self.lock.release()
-        if not self.lock.locked() and not getattr(self.lock, "_waiters", None):
-            self.locks.pop(self.key, None)
-
-
-def community_lock(app: "Application", did: str) -> _Lock:
-    return _Lock(app, "c:" + did)
+def community_lock(app: "Application", did: str) -> Any:
+    """The lock held by every operation that rewrites a community's admins list."""
+    locks = app.state.setdefault("communities.locks", KeyedLocks())
+    return locks.hold(did)
 
 
 async def audit_tx(app: "Application", tx: Transaction, community_did: str, action: str, actor: Actor | None,
