@@ -177,11 +177,14 @@ class BaseHandler(tornado.web.RequestHandler):
         return self.application
 
     def set_default_headers(self) -> None:
-        self.set_header("X-Request-Id", getattr(self, "request_id", "-"))
+        # Runs in __init__ (before initialize) and again when an error response clears the
+        # headers: then the request id and rate-limit headers must be put back.
         self.set_header("Cache-Control", "no-store")
         self.set_header("X-Content-Type-Options", "nosniff")
-        for k, v in getattr(self, "_extra_headers", {}).items():
-            self.set_header(k, v)
+        if hasattr(self, "request_id"):
+            self.set_header("X-Request-Id", self.request_id)
+            for k, v in self._extra_headers.items():
+                self.set_header(k, v)
 
     def body_limit(self) -> int:
         return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
@@ -308,8 +311,9 @@ class BaseHandler(tornado.web.RequestHandler):
                                                 limits.session.window_seconds)
         if decision is None:
             return
-        self._extra_headers.update(decision.headers())
-        for k, v in decision.headers().items():
+        headers = decision.headers()
+        self._extra_headers.update(headers)
+        for k, v in headers.items():
             self.set_header(k, v)
         if not decision.allowed:
             raise ApiError(429, "rate_limited",
