@@ -199,3 +199,25 @@ async def pending_writes(db: Database, community_did: str | None = None) -> list
     return await db.fetchall(
         "SELECT * FROM community_pending_writes WHERE community_did = ? ORDER BY created_at",
         (community_did,))
+
+
+async def get_pending_write(db: Database, key: str) -> Row | None:
+    return await db.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
+
+
+async def stale_pending_writes(db: Database, *, created_before: str | None) -> list[Row]:
+    """Pending writes created before `created_before` (all of them with None), oldest first."""
+    if created_before is None:
+        return await db.fetchall("SELECT * FROM community_pending_writes ORDER BY created_at, key")
+    return await db.fetchall(
+        "SELECT * FROM community_pending_writes WHERE created_at < ? ORDER BY created_at, key",
+        (created_before,))
+
+
+async def finish_write_if_tx(tx: Transaction, key: str, created_at: str, attempts: int) -> bool:
+    """Delete the pending write `key` only if it is still the one read (same creation and
+    attempt count: no request picked it up meanwhile)."""
+    cur = await tx.execute(
+        "DELETE FROM community_pending_writes WHERE key = ? AND created_at = ? AND attempts = ?",
+        (key, created_at, attempts))
+    return cur.rowcount > 0

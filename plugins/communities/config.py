@@ -18,6 +18,7 @@ class CommunitiesConfig:
     profile_fetch_timeout_seconds: float = 3.0
     banner_fetch_timeout_seconds: float = 10.0
     delete_pds_records: bool = True
+    reconcile_after_seconds: float = 300.0
 
 
 def check_limits(config: Any) -> None:
@@ -36,3 +37,5 @@ def check_limits(config: Any) -> None:
         raise ConfigError("must be a positive number of bytes", "communities.max_upload_bytes")
     if plugin.banner_fetch_timeout_seconds <= 0:
         raise ConfigError("must be positive", "communities.banner_fetch_timeout_seconds")
+    if plugin.reconcile_after_seconds <= 0:
+        raise ConfigError("must be positive", "communities.reconcile_after_seconds")

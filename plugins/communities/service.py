@@ -60,6 +60,24 @@ def community_lock(app: "Application", did: str) -> Any:
     return locks.hold(did)
 
 
+def community_busy(app: "Application", did: str) -> bool:
+    """True while some operation holds `community_lock` (the reconciler then skips it)."""
+    locks = app.state.get("communities.locks")
+    return locks is not None and locks.busy(did)
+
+
+def pending_lock(app: "Application", key: str) -> Any:
+    """The lock a request holds on its pending write from begin to commit (joins do not
+    take the community lock; this keeps the reconciler off a write in progress)."""
+    locks = app.state.setdefault("communities.pending_locks", KeyedLocks())
+    return locks.hold(key)
+
+
+def pending_busy(app: "Application", key: str) -> bool:
+    locks = app.state.get("communities.pending_locks")
+    return locks is not None and locks.busy(key)
+
+
 async def audit_tx(app: "Application", tx: Transaction, community_did: str, action: str, actor: Actor | None,
                    target_did: str | None = None, reason: str | None = None,
                    metadata: dict[str, Any] | None = None) -> None:
@@ -205,8 +223,19 @@ async def _confirm(app: "Application", community: Row, user_did: str, actor: Act
                    from_request: bool = False) -> dict[str, Any]:
     """Write the membership proof, then make `user_did` a member (join or approve)."""
     did = community["did"]
-    collection = rec.nsid(app, "membershipProof")
     key = f"proof:{did}:{user_did}"
+    async with pending_lock(app, key):
+        return await _confirm_locked(app, community, user_did, actor, event, membership_uri,
+                                     membership_cid, profile_task, key, extra=extra,
+                                     from_request=from_request)
+
+
+async def _confirm_locked(app: "Application", community: Row, user_did: str, actor: Actor, event: str,
+                          membership_uri: str | None, membership_cid: str | None,
+                          profile_task: "asyncio.Future[Any] | None", key: str, *,
+                          extra: dict[str, Any] | None, from_request: bool) -> dict[str, Any]:
+    did = community["did"]
+    collection = rec.nsid(app, "membershipProof")
     async with app.db.transaction("communities.proof_begin") as tx:
         pending = await communities_store.begin_write_tx(
             tx, key=key, community_did=did, operation=event, rkey=new_tid(app.clock),
