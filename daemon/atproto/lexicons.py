@@ -31,7 +31,16 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("commonroom.atproto")
 
-LEXICON_DIR = Path(__file__).resolve().parent.parent.parent / "lexicons"
+def _lexicon_dir() -> Path:
+    """`lexicons/` of the checkout, or where a non-editable install puts it
+    (``<prefix>/share/commonroom/lexicons``, setup.cfg's data_files)."""
+    import sys
+    checkout = Path(__file__).resolve().parent.parent.parent / "lexicons"
+    installed = Path(sys.prefix) / "share" / "commonroom" / "lexicons"
+    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+
+
+LEXICON_DIR = _lexicon_dir()
 SOURCE_NAMESPACE = "community.commonroom"
 
 _FORMATS: dict[str, Callable[[Any], bool]] = {
