@@ -9,7 +9,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, Coroutine, Iterable
+from typing import Any, Awaitable, Callable, Coroutine, Iterable
 
 import pluggy
 import tornado.web
@@ -165,6 +165,22 @@ class Application(tornado.web.Application):
         task.add_done_callback(done)
         return task
 
+    def spawn_periodic(self, name: str, interval: float,
+                       work: Callable[[bool], Awaitable[Any]]) -> asyncio.Task[Any]:
+        """Run ``work(first)`` now (``first=True``) and then every `interval` seconds, as a
+        background task; an exception is logged and the next pass runs anyway."""
+        async def loop() -> None:
+            first = True
+            while True:
+                try:
+                    await work(first)
+                except Exception:
+                    log.exception("background work %s failed; retrying in %.0f s", name, interval)
+                first = False
+                await asyncio.sleep(interval)
+
+        return self.spawn(loop(), name=name)
+
     # ---------------------------------------------------------------- in-flight requests
 
     def inflight_started(self) -> None:
@@ -232,8 +248,8 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
         if start:
-            from daemon.sessions import session_janitor
-            app.spawn(session_janitor(app), name="sessions.janitor")
+            from daemon.sessions import expire_sessions_pass
+            app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
             await call_hook(pm.hook.cr_startup, app=app)
     except BaseException:
         if "app" in locals():

@@ -5,6 +5,7 @@ the sid, so a copy of the database does not hand out live sessions."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -79,15 +80,8 @@ async def delete_expired_sessions(app: "Application") -> int:
             tx, now, now - app.config.sessions.idle_timeout_seconds)
 
 
-async def session_janitor(app: "Application", every_seconds: float = 3600.0) -> None:
-    """Background task: expire old sessions once an hour."""
-    import asyncio
-    import logging
-    while True:
-        try:
-            removed = await delete_expired_sessions(app)
-            if removed:
-                logging.getLogger(__name__).info("expired %d session(s)", removed)
-        except Exception:
-            logging.getLogger(__name__).exception("session clean-up failed")
-        await asyncio.sleep(every_seconds)
+async def expire_sessions_pass(app: "Application") -> None:
+    """One pass of the hourly clean-up (see `Application.spawn_periodic`)."""
+    removed = await delete_expired_sessions(app)
+    if removed:
+        logging.getLogger(__name__).info("expired %d session(s)", removed)

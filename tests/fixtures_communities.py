@@ -167,3 +167,22 @@ async def seed_community(app: Any, admin_did: str, *, type: str = "open", creato
                 admin_rank=0 if rank == 0 else None)
         await communities_store.set_counts_tx(tx, did, 1 + len(members), 0)
     return did
+
+
+class FailIndexOnce:
+    """Aborts the next local transaction that emits the event type `armed`, as a crash
+    between the PDS write and the index commit would (the real PDS cannot fail there)."""
+
+    def __init__(self) -> None:
+        self.armed: str | None = None
+
+    @hookimpl
+    def cr_event_tx(self, app: Any, tx: Any, event: Any) -> None:
+        if event.type == self.armed:
+            self.armed = None
+            raise RuntimeError("simulated crash before the index commit")
+
+
+@pytest.fixture
+def failer() -> FailIndexOnce:
+    return FailIndexOnce()

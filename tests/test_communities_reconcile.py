@@ -9,32 +9,12 @@ from typing import Any
 
 import pytest
 
-from daemon import hookimpl
 from plugins.communities.reconcile import reconcile
-from tests.fixtures_communities import Api, proofs_on_pds
+from tests.fixtures_communities import Api, FailIndexOnce, proofs_on_pds
 
 pytestmark = pytest.mark.pds
 
 AFTER = 300.0  # communities.reconcile_after_seconds (the default)
-
-
-class FailIndexOnce:
-    """Aborts the next local transaction that emits `armed` (as a crash between the PDS
-    write and the commit would)."""
-
-    def __init__(self) -> None:
-        self.armed: str | None = None
-
-    @hookimpl
-    def cr_event_tx(self, app: Any, tx: Any, event: Any) -> None:
-        if event.type == self.armed:
-            self.armed = None
-            raise RuntimeError("simulated crash before the index commit")
-
-
-@pytest.fixture
-def failer() -> FailIndexOnce:
-    return FailIndexOnce()
 
 
 @pytest.fixture

@@ -122,3 +122,21 @@ def test_async_broadcast_hooks_are_awaited_and_share_the_transaction(io_loop, st
             "SELECT count(*) FROM sessions WHERE id_hash = ?", (failed_id,))) == 0
     finally:
         io_loop.run_sync(app.shutdown)
+
+
+async def test_periodic_background_work_survives_a_failing_pass(app):
+    import asyncio
+    calls = []
+
+    async def work(first):
+        calls.append(first)
+        if len(calls) == 1:
+            raise RuntimeError("first pass fails")
+
+    task = app.spawn_periodic("test.periodic", 0.01, work)
+    for _ in range(100):
+        if len(calls) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    assert calls[:3] == [True, False, False]

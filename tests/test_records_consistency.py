@@ -10,32 +10,13 @@ from typing import Any
 
 import pytest
 
-from daemon import hookimpl
 from plugins.records.writes import reconcile
+from tests.fixtures_communities import FailIndexOnce
 from tests.test_records_api import COLLECTION, note, on_pds, path, setup
 
 pytestmark = pytest.mark.pds
 
 AFTER = 30.0  # records.reconcile_after_seconds (the default)
-
-
-class FailIndexOnce:
-    """Aborts the next index transaction that emits `armed` (as a crash between the PDS
-    write and the commit would)."""
-
-    def __init__(self) -> None:
-        self.armed: str | None = None
-
-    @hookimpl
-    def cr_event_tx(self, app: Any, tx: Any, event: Any) -> None:
-        if event.type == self.armed:
-            self.armed = None
-            raise RuntimeError("simulated crash before the index commit")
-
-
-@pytest.fixture
-def failer() -> FailIndexOnce:
-    return FailIndexOnce()
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ def cr_routes(app: Any) -> list[tuple]:
 def cr_startup(app: Any) -> None:
     from plugins.communities.config import check_limits
     check_limits(app.config)
-    from plugins.communities.reconcile import run_reconciler
-    app.spawn(run_reconciler(app), name="communities.reconciler")
+    from plugins.communities.reconcile import start_reconciler
+    start_reconciler(app)
 
 
 @hookimpl

@@ -26,7 +26,6 @@ writes a request is working on, are skipped until the next pass.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import TYPE_CHECKING, Any
@@ -157,17 +156,12 @@ async def reconcile(app: "Application", *, any_age: bool = False) -> dict[str, i
     return counts
 
 
-async def run_reconciler(app: "Application") -> None:
-    """The background loop: a pass at start-up (any age), then one every
-    ``communities.reconcile_after_seconds``."""
-    interval = app.config.plugin("communities").reconcile_after_seconds
-    any_age = True
-    while True:
-        try:
-            counts = await reconcile(app, any_age=any_age)
-            if counts["reconciled"] or counts["postponed"]:
-                log.info("communities reconciliation: %s", counts)
-        except Exception:  # noqa: BLE001 (keep the loop alive; the next pass retries)
-            log.exception("communities reconciliation failed")
-        any_age = False
-        await asyncio.sleep(interval)
+def start_reconciler(app: "Application") -> None:
+    """A pass at start-up (any age), then one every ``communities.reconcile_after_seconds``."""
+    async def one_pass(first: bool) -> None:
+        counts = await reconcile(app, any_age=first)
+        if counts["reconciled"] or counts["postponed"]:
+            log.info("communities reconciliation: %s", counts)
+
+    app.spawn_periodic("communities.reconciler",
+                       app.config.plugin("communities").reconcile_after_seconds, one_pass)

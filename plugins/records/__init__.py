@@ -29,4 +29,4 @@ def cr_routes(app: Any) -> list[tuple]:
 @hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("records"))
-    app.spawn(writes.run_reconciler(app), name="records.reconciler")
+    writes.start_reconciler(app)

@@ -19,7 +19,6 @@ is dropped, with no event.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -296,17 +295,12 @@ async def reconcile(app: "Application", *, any_age: bool = False) -> dict[str, i
             return counts
 
 
-async def run_reconciler(app: "Application") -> None:
-    """The background loop: a pass at start-up (any age), then one every
-    ``records.reconcile_after_seconds``."""
-    interval = app.config.plugin("records").reconcile_after_seconds
-    any_age = True
-    while True:
-        try:
-            counts = await reconcile(app, any_age=any_age)
-            if counts["finished"] or counts["dropped"] or counts["postponed"]:
-                log.info("record reconciliation: %s", counts)
-        except Exception:  # noqa: BLE001 (keep the loop alive; the next pass retries)
-            log.exception("record reconciliation failed")
-        any_age = False
-        await asyncio.sleep(interval)
+def start_reconciler(app: "Application") -> None:
+    """A pass at start-up (any age), then one every ``records.reconcile_after_seconds``."""
+    async def one_pass(first: bool) -> None:
+        counts = await reconcile(app, any_age=first)
+        if counts["finished"] or counts["dropped"] or counts["postponed"]:
+            log.info("record reconciliation: %s", counts)
+
+    app.spawn_periodic("records.reconciler", app.config.plugin("records").reconcile_after_seconds,
+                       one_pass)
