@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import os
 import sys
 import threading
@@ -59,8 +60,13 @@ def _check(validator_name: str, value: Any) -> str | None:
     return None
 
 
+# The DID syntax of the atproto spec is exactly this expression plus a length limit; DID
+# checks sit on the hottest routes, where the SDK validator costs ~20 µs a call.
+_DID_RE = re.compile(r"did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]")
+
+
 def is_did(s: Any) -> bool:
-    return _check("validate_did", s) is None
+    return isinstance(s, str) and len(s) <= 2048 and _DID_RE.fullmatch(s) is not None
 
 
 def is_handle(s: Any) -> bool:

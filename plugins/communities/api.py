@@ -192,7 +192,6 @@ class AppVisibilityHandler(ApiBase):
 
 def routes() -> list[tuple]:
     base = r"/api/v1/communities/" + common.DID
-    # membership/check first: Tornado tries the routes in order and this is the hot one.
     return [
         (base + r"/membership/check", CheckHandler),
         (r"/api/v1/communities", CommunitiesHandler),
