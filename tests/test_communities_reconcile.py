@@ -105,14 +105,26 @@ async def test_a_retry_before_reconciliation_finishes_normally(app, client, peop
 
 
 async def test_pds_down_during_reconciliation_keeps_the_row_and_backs_off(
-        app, client, people, failer, devnet, clock):
+        app, client, people, failer, clock, monkeypatch):
+    """The PDS "goes down" by refusing the connection before anything is sent: pausing the
+    real PDS (SIGSTOP) cannot guarantee that, since the kernel still queues the request
+    and the PDS carries it out after it resumes."""
+    import httpx
+
     api, alice, bob, did = await crashed_join(app, client, people, failer)
     clock.advance(AFTER + 1)
-    devnet.pause()
+    real_send = app.http.send
+
+    async def refused(request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.url.path.endswith("com.atproto.repo.deleteRecord"):
+            raise httpx.ConnectError("connection refused", request=request)
+        return await real_send(request, *args, **kwargs)
+
+    monkeypatch.setattr(app.http, "send", refused)
     try:
         counts = await reconcile(app)
     finally:
-        devnet.resume()
+        monkeypatch.setattr(app.http, "send", real_send)
     assert counts["postponed"] == 1 and counts["reconciled"] == 0, counts
     assert await pending_keys(app) == [f"proof:{did}:{bob['did']}"]
     assert await reconciled_entries(app, did) == []
