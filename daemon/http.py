@@ -35,6 +35,11 @@ request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
+# One decoder and one encoder for every request: json.loads/json.dumps with non-default
+# arguments build a new one on each call.
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_JSON_CT = "application/json; charset=utf-8"
+
 _DEFAULT_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
     405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
@@ -64,7 +69,8 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: an app (API key) or a person (browser session)."""
+    """Who is calling: an app (API key) or a person (browser session). Read-only: one
+    object may serve several requests (API-key principals are cached)."""
 
     kind: str                          # "app" or "session"
     did: str | None = None             # the session's user
@@ -113,6 +119,9 @@ def decode_cursor(text: str, arity: int, kinds: str | None = None) -> list[Any]:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
 
 
 # ------------------------------------------------------------------ client address
@@ -168,7 +177,7 @@ class BaseHandler(tornado.web.RequestHandler):
         incoming = self.request.headers.get("X-Request-Id", "")
         self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else secrets.token_hex(8)
         request_id_var.set(self.request_id)
-        self.set_header("X-Request-Id", self.request_id)  # set_default_headers ran before us
+        self.put_header("X-Request-Id", self.request_id)  # set_default_headers ran before us
 
     # ---------------------------------------------------------------- plumbing
 
@@ -176,15 +185,22 @@ class BaseHandler(tornado.web.RequestHandler):
     def app(self) -> "Application":
         return self.application
 
+    def put_header(self, name: str, value: str) -> None:
+        """`set_header` for values this service makes itself (constants, digits, hex, the
+        checked request id): they cannot hold CR/LF, so Tornado's per-value check is skipped.
+        Never use it for a value that came from the request or from a user."""
+        self._headers[name] = value
+
     def set_default_headers(self) -> None:
         # Runs in __init__ (before initialize) and again when an error response clears the
         # headers: then the request id and rate-limit headers must be put back.
-        self.set_header("Cache-Control", "no-store")
-        self.set_header("X-Content-Type-Options", "nosniff")
+        headers = self._headers
+        headers["Cache-Control"] = "no-store"
+        headers["X-Content-Type-Options"] = "nosniff"
         if hasattr(self, "request_id"):
-            self.set_header("X-Request-Id", self.request_id)
+            headers["X-Request-Id"] = self.request_id
             for k, v in self._extra_headers.items():
-                self.set_header(k, v)
+                headers[k] = v
 
     def body_limit(self) -> int:
         return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
@@ -312,9 +328,9 @@ class BaseHandler(tornado.web.RequestHandler):
         if decision is None:
             return
         headers = decision.headers()
-        self._extra_headers.update(headers)
+        self._extra_headers = headers
         for k, v in headers.items():
-            self.set_header(k, v)
+            self.put_header(k, v)
         if not decision.allowed:
             raise ApiError(429, "rate_limited",
                            f"Too many requests; try again in {decision.retry_after_seconds} s.",
@@ -333,7 +349,7 @@ class BaseHandler(tornado.web.RequestHandler):
         if ctype and ctype != "application/json" and not ctype.endswith("+json"):
             raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
         try:
-            value = json.loads(raw, parse_constant=_refuse_constant)
+            value = _JSON_DECODER.decode(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
         except RecursionError:
@@ -358,9 +374,10 @@ class BaseHandler(tornado.web.RequestHandler):
     # ---------------------------------------------------------------- output
 
     def send_json(self, value: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+        if status != 200:
+            self.set_status(status)
+        self.put_header("Content-Type", _JSON_CT)
+        self.finish(_JSON_ENCODER.encode(value).encode("utf-8"))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
@@ -375,8 +392,8 @@ class BaseHandler(tornado.web.RequestHandler):
             err.message += f" Quote request id {self.request_id} when reporting it."
         for k, v in err.headers.items():
             self.set_header(k, v)
-        self.set_header("Content-Type", "application/json; charset=utf-8")
-        self.finish(json.dumps(err.body(), separators=(",", ":"), ensure_ascii=False))
+        self.put_header("Content-Type", _JSON_CT)
+        self.finish(_JSON_ENCODER.encode(err.body()).encode("utf-8"))
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, ApiError):

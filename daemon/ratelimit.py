@@ -24,13 +24,18 @@ class _Bucket:
     window: float
 
 
-@dataclass(frozen=True)
 class Decision:
-    allowed: bool
-    limit: int
-    remaining: int
-    reset_seconds: int        # until the bucket is full again
-    retry_after_seconds: int  # until the next request would pass (0 when allowed)
+    """The outcome of one `RateLimiter.hit` (a plain slotted class: one is made per request)."""
+
+    __slots__ = ("allowed", "limit", "remaining", "reset_seconds", "retry_after_seconds")
+
+    def __init__(self, allowed: bool, limit: int, remaining: int, reset_seconds: int,
+                 retry_after_seconds: int) -> None:
+        self.allowed = allowed
+        self.limit = limit
+        self.remaining = remaining
+        self.reset_seconds = reset_seconds            # until the bucket is full again
+        self.retry_after_seconds = retry_after_seconds  # until the next request would pass
 
     def headers(self) -> dict[str, str]:
         out = {

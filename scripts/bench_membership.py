@@ -48,7 +48,21 @@ def member_did(i: int) -> str:
 # ------------------------------------------------------------------ server process
 
 
+def pin(cpu: int) -> None:
+    """Keep this process on one CPU (when the machine has two or more): the server on CPU 0,
+    the load generator on CPU 1, so neither steals the other's core mid-measurement."""
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {cpu})
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
+    pin(0)
     import tornado.web
     from tornado.httpserver import HTTPServer
 
@@ -167,6 +181,7 @@ async def _connection(host: str, port: int, requests: list[bytes], deadline: flo
 
 def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
     host, port, requests, seconds, connections = args
+    pin(1)
     stats: dict[str, Any] = {"latencies": [], "statuses": {}}
 
     async def run() -> None:
@@ -178,13 +193,16 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
 
 
 def measure(name: str, port: int, requests: list[bytes], seconds: float, connections: int,
-            workers: int) -> dict[str, Any]:
-    """Run the load from `workers` client processes; requests/s and latency percentiles."""
+            workers: int, server_pid: int | None = None) -> dict[str, Any]:
+    """Run the load from `workers` client processes; requests/s, latency percentiles, and
+    (with `server_pid`) how busy the server was and its CPU time per request."""
     per = max(1, connections // workers)
     with multiprocessing.get_context("fork").Pool(workers) as pool:
+        cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
         started = time.perf_counter()
         results = pool.map(load, [("127.0.0.1", port, requests, seconds, per)] * workers)
         elapsed = time.perf_counter() - started
+        cpu = cpu_seconds(server_pid) - cpu0 if server_pid else None
     latencies = sorted(l for r in results for l in r["latencies"])
     statuses: dict[int, int] = {}
     for r in results:
@@ -193,9 +211,13 @@ def measure(name: str, port: int, requests: list[bytes], seconds: float, connect
     n = len(latencies)
     out = {"name": name, "requests": n, "rps": n / seconds, "statuses": statuses,
            "p50_ms": 1000 * latencies[n // 2] if n else None,
-           "p99_ms": 1000 * latencies[int(n * 0.99)] if n else None, "wall_s": elapsed}
+           "p99_ms": 1000 * latencies[int(n * 0.99)] if n else None, "wall_s": elapsed,
+           "server_busy": cpu / elapsed if cpu is not None else None,
+           "server_us_per_request": 1e6 * cpu / n if cpu is not None and n else None}
+    busy = (f"  server busy {100 * out['server_busy']:.0f}%, {out['server_us_per_request']:.0f} µs CPU/req"
+            if cpu is not None else "")
     print(f"{name:>8}: {out['rps']:8.0f} req/s  p50 {out['p50_ms']:.2f} ms  p99 {out['p99_ms']:.2f} ms  "
-          f"statuses {statuses}", flush=True)
+          f"statuses {statuses}{busy}", flush=True)
     return out
 
 
@@ -261,23 +283,42 @@ def main() -> int:
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", flush=True)
             for name, p, reqs in scenarios:
-                rounds[name].append(measure(name, p, reqs, args.seconds, args.connections, args.workers))
+                rounds[name].append(measure(name, p, reqs, args.seconds, args.connections, args.workers,
+                                            server.pid))
+        # The machine's speed drifts between rounds (shared host), so ratios are taken
+        # within each round (the scenarios of one round run seconds apart), then the median.
+        def ratio(a: str, b: str) -> float:
+            per_round = sorted(x["rps"] / y["rps"] for x, y in zip(rounds[a], rounds[b]))
+            return per_round[len(per_round) // 2]
+
+        paired = {"check/bare": ratio("check", "bare"), "floor/bare": ratio("floor", "bare"),
+                  "page1/page900": ratio("page1", "page900")}
         results = []
         for name, runs in rounds.items():
             runs.sort(key=lambda x: x["rps"])
             results.append({**runs[len(runs) // 2], "all_rps": [round(x["rps"]) for x in runs]})
         by = {r["name"]: r for r in results}
+        for name, runs in rounds.items():
+            cpu = sorted(x["server_us_per_request"] for x in runs)
+            by_name = next(r for r in results if r["name"] == name)
+            by_name["server_us_per_request_median"] = cpu[len(cpu) // 2]
+            by_name["server_busy_min"] = min(x["server_busy"] for x in runs)
         print("\nmedians:")
         for r in results:
             print(f"{r['name']:>8}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
+                  f"server {r['server_us_per_request_median']:.0f} µs CPU/req, busy ≥{100 * r['server_busy_min']:.0f}%  "
                   f"(rounds: {r['all_rps']})")
         print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
               f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
               f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
               f"page900 p50 / page1 p50 = {by['page900']['p50_ms'] / by['page1']['p50_ms']:.2f}; "
               f"page1 rps / page900 rps = {by['page1']['rps'] / by['page900']['rps']:.2f}")
+        print(f"server CPU per request: bare / check = "
+              f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
+              f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
+        print("per-round ratios (median): " + "; ".join(f"{k} = {v:.2f}" for k, v in paired.items()))
         if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=2))
+            Path(args.json).write_text(json.dumps({"scenarios": results, "paired_ratios": paired}, indent=2))
         server.terminate()
         server.join(5)
     finally:

@@ -220,5 +220,57 @@ class Database:
                     raise
         return await self.fetchone(sql, params)
 
+    def data_version_now(self) -> int | None:
+        """SQLite's ``PRAGMA data_version`` on the loop-thread connection, or None if it
+        cannot be read. It changes whenever another connection commits: this daemon's
+        writer, or another process on the same file (the operator CLI). A cache of rows
+        read on the loop thread is exact while this number is unchanged (`VersionedCache`)."""
+        if self._now is None:
+            return None
+        try:
+            return self._now.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            return None
+
     async def pragma(self, name: str) -> Any:
         return await self.fetchval(f"PRAGMA {name}")
+
+
+class VersionedCache:
+    """A small cache of values read from the database, exact at all times: every lookup
+    first reads `Database.data_version_now` and drops everything if any connection has
+    committed since the entries were stored. Meant for hot lookups of rows that rarely
+    change (API keys): a hit costs one pragma instead of a query, and any write to the
+    file, from this process or another, is seen by the very next lookup.
+
+    Use ``version = cache.version(db)``, then ``cache.get(version, key)``; on a miss, read
+    the row *after* taking the version and ``cache.put(version, key, value)``. An entry is
+    never older than the version it is filed under, so a commit in between only costs a
+    miss. Without a readable version nothing is cached."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self._max = max_entries
+        self._version: int | None = None
+        self._entries: dict[Any, Any] = {}
+
+    def version(self, db: Database) -> int | None:
+        version = db.data_version_now()
+        if version is None or version != self._version:
+            self._entries.clear()
+            self._version = version
+        return version
+
+    def get(self, version: int | None, key: Any) -> Any:
+        if version is None or version != self._version:
+            return None
+        return self._entries.get(key)
+
+    def put(self, version: int | None, key: Any, value: Any) -> None:
+        if version is None or version != self._version:
+            return
+        if len(self._entries) >= self._max:
+            self._entries.clear()
+        self._entries[key] = value
+
+    def __len__(self) -> int:
+        return len(self._entries)

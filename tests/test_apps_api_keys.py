@@ -71,6 +71,22 @@ async def test_deactivated_app_key_is_refused(app, client):
     assert again.status == 409
 
 
+async def test_key_changed_by_another_process_is_refused_on_the_next_request(app, client):
+    """Valid keys are cached in the daemon; a change committed through another connection
+    (as the operator CLI does, from its own process) must still count at once."""
+    import sqlite3
+    alice = await login_as(app, "did:plc:alice")
+    created = await register_app(client, alice)
+    for _ in range(2):   # the second answer comes from the cache
+        assert (await client.post("/api/v1/apps/verify", api_key=created["apiKey"])).status == 200
+    other = sqlite3.connect(app.config.database_path)
+    other.execute("UPDATE apps SET active = 0 WHERE id = ?", (created["appId"],))
+    other.commit()
+    other.close()
+    resp = await client.post("/api/v1/apps/verify", api_key=created["apiKey"])
+    assert resp.status == 401 and resp.json()["error"] == "app_deactivated"
+
+
 async def test_other_users_app_is_not_found(app, client):
     alice = await login_as(app, "did:plc:alice")
     bob = await login_as(app, "did:plc:bob")

@@ -166,3 +166,36 @@ async def _insert(app, did):
     async with app.db.transaction("test.cancel") as tx:
         await tx.execute("INSERT INTO sessions (id_hash, did, csrf_token, created_at, last_seen_at, "
                          "expires_at) VALUES (?, ?, 'c', 0, 0, 0)", (secrets.token_hex(8), did))
+
+
+async def test_versioned_cache_forgets_on_any_commit_here_or_elsewhere(app):
+    from store.db import VersionedCache
+    cache = VersionedCache(max_entries=2)
+    version = cache.version(app.db)
+    assert version is not None
+    cache.put(version, "k", "v")
+    assert cache.get(cache.version(app.db), "k") == "v"   # nothing committed: still there
+
+    async with app.db.transaction("test.touch") as tx:   # this daemon's writer commits
+        await tx.execute("CREATE TABLE IF NOT EXISTS cache_probe (x)")
+    assert cache.get(cache.version(app.db), "k") is None
+
+    version = cache.version(app.db)
+    cache.put(version, "k", "v")
+    other = sqlite3.connect(app.config.database_path)   # another process's connection
+    other.execute("CREATE TABLE IF NOT EXISTS cache_probe2 (x)")
+    other.commit()
+    other.close()
+    assert cache.get(cache.version(app.db), "k") is None
+
+    # a value read under an older version is never filed under a newer one
+    stale = cache.version(app.db)
+    async with app.db.transaction("test.touch2") as tx:
+        await tx.execute("CREATE TABLE IF NOT EXISTS cache_probe3 (x)")
+    fresh = cache.version(app.db)
+    cache.put(stale, "k", "old")
+    assert cache.get(fresh, "k") is None
+    # bounded
+    for i in range(5):
+        cache.put(fresh, i, i)
+    assert len(cache) <= 2
