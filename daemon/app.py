@@ -17,6 +17,7 @@ import tornado.web
 from daemon.clock import Clock
 from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
+from daemon.lean import LeanDelegate, LeanHandler
 from daemon.plugins import build_plugin_manager, call_hook
 from daemon.ratelimit import RateLimiter
 from daemon.routing import RouteTable
@@ -123,6 +124,8 @@ class Application(tornado.web.Application):
         found = self.route_table.match(request)
         if found is not None:
             handler, target_kwargs, path_args, path_kwargs = found
+            if isinstance(handler, type) and issubclass(handler, LeanHandler):
+                return LeanDelegate(self, request, handler, target_kwargs, path_args)
             return self.get_handler_delegate(request, handler, target_kwargs, path_args, path_kwargs)
         # routes added later with add_handlers(), then the JSON 404
         return super().find_handler(request, **kwargs)

@@ -150,57 +150,45 @@ def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[
     return hops[0] if hops else remote_ip
 
 
-# ------------------------------------------------------------------ the base handler
+# ------------------------------------------------------------------ request logic
 
 
-@tornado.web.stream_request_body
-class BaseHandler(tornado.web.RequestHandler):
-    """Base for every route. Subclasses set:
+class RequestLogic:
+    """What every route does around its method, however it is served: request id, capped
+    body, authentication (with failed-attempt throttling), CSRF, rate limits and JSON input.
+    `BaseHandler` (a Tornado RequestHandler) and `daemon.lean.LeanHandler` (the hot-path
+    route class) both build on it, so the two behave alike. Subclasses set:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
     * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
     * ``max_body``: None for the configured limit, or a byte count (uploads).
+
+    The serving class provides ``application``, ``request``, ``put_header``,
+    ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
     """
 
     application: "Application"
+    request: Any
     auth: str | None = None
     rate_limit: str | None = None
     max_body: int | None = None
 
     principal: Principal | None = None
 
-    def initialize(self, **kwargs: Any) -> None:
-        self.route_kwargs = kwargs
+    def start_request(self) -> None:
         self._body = bytearray()
         self._body_too_large = False
         self._extra_headers: dict[str, str] = {}
         incoming = self.request.headers.get("X-Request-Id", "")
         self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else secrets.token_hex(8)
         request_id_var.set(self.request_id)
-        self.put_header("X-Request-Id", self.request_id)  # set_default_headers ran before us
-
-    # ---------------------------------------------------------------- plumbing
+        self.put_header("X-Request-Id", self.request_id)
 
     @property
     def app(self) -> "Application":
         return self.application
 
-    def put_header(self, name: str, value: str) -> None:
-        """`set_header` for values this service makes itself (constants, digits, hex, the
-        checked request id): they cannot hold CR/LF, so Tornado's per-value check is skipped.
-        Never use it for a value that came from the request or from a user."""
-        self._headers[name] = value
-
-    def set_default_headers(self) -> None:
-        # Runs in __init__ (before initialize) and again when an error response clears the
-        # headers: then the request id and rate-limit headers must be put back.
-        headers = self._headers
-        headers["Cache-Control"] = "no-store"
-        headers["X-Content-Type-Options"] = "nosniff"
-        if hasattr(self, "request_id"):
-            headers["X-Request-Id"] = self.request_id
-            for k, v in self._extra_headers.items():
-                headers[k] = v
+    # ---------------------------------------------------------------- body
 
     def body_limit(self) -> int:
         return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
@@ -224,9 +212,8 @@ class BaseHandler(tornado.web.RequestHandler):
         return ApiError(413, "payload_too_large",
                         f"The request body is larger than {self.body_limit()} bytes.")
 
-    async def prepare(self) -> None:
-        self._counted = True
-        self.app.inflight_started()
+    async def admit(self) -> None:
+        """Everything before the route's method: body size, credentials, CSRF, rate limit."""
         length = self.request.headers.get("Content-Length")
         if length is not None:
             if not length.isdigit():
@@ -240,18 +227,6 @@ class BaseHandler(tornado.web.RequestHandler):
             if self.principal.kind == "session" and self.request.method in STATE_CHANGING:
                 self.check_csrf()
         self.apply_rate_limit()
-
-    def on_finish(self) -> None:
-        self._release()
-
-    def on_connection_close(self) -> None:
-        self._release()
-        super().on_connection_close()
-
-    def _release(self) -> None:
-        if getattr(self, "_counted", False):
-            self._counted = False
-            self.app.inflight_finished()
 
     # ---------------------------------------------------------------- auth
 
@@ -371,29 +346,86 @@ class BaseHandler(tornado.web.RequestHandler):
         cursor = self.get_query_argument("cursor", None)
         return limit, (decode_cursor(cursor, arity, kinds) if cursor else None)
 
+
+def error_for(exc: BaseException | None, status_code: int, request_id: str) -> ApiError:
+    """The JSON error to answer for `exc` (an ApiError as it is; anything else by status)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, tornado.web.HTTPError) and status_code < 500:
+        return ApiError(status_code, None, exc.log_message or None)
+    err = ApiError(status_code, None, "Something went wrong on our side." if status_code >= 500 else None)
+    if status_code >= 500:
+        err.message += f" Quote request id {request_id} when reporting it."
+    return err
+
+
+def encode_json(value: Any) -> bytes:
+    return _JSON_ENCODER.encode(value).encode("utf-8")
+
+
+# ------------------------------------------------------------------ the base handler
+
+
+@tornado.web.stream_request_body
+class BaseHandler(RequestLogic, tornado.web.RequestHandler):
+    """Base for every route served by Tornado's RequestHandler (all but the hottest, see
+    `daemon.lean`). Bodies are streamed into `RequestLogic.data_received`."""
+
+    def initialize(self, **kwargs: Any) -> None:
+        self.route_kwargs = kwargs
+        self.start_request()  # set_default_headers ran before us
+
+    # ---------------------------------------------------------------- plumbing
+
+    def put_header(self, name: str, value: str) -> None:
+        """`set_header` for values this service makes itself (constants, digits, hex, the
+        checked request id): they cannot hold CR/LF, so Tornado's per-value check is skipped.
+        Never use it for a value that came from the request or from a user."""
+        self._headers[name] = value
+
+    def set_default_headers(self) -> None:
+        # Runs in __init__ (before initialize) and again when an error response clears the
+        # headers: then the request id and rate-limit headers must be put back.
+        headers = self._headers
+        headers["Cache-Control"] = "no-store"
+        headers["X-Content-Type-Options"] = "nosniff"
+        if hasattr(self, "request_id"):
+            headers["X-Request-Id"] = self.request_id
+            for k, v in self._extra_headers.items():
+                headers[k] = v
+
+    async def prepare(self) -> None:
+        self._counted = True
+        self.app.inflight_started()
+        await self.admit()
+
+    def on_finish(self) -> None:
+        self._release()
+
+    def on_connection_close(self) -> None:
+        self._release()
+        super().on_connection_close()
+
+    def _release(self) -> None:
+        if getattr(self, "_counted", False):
+            self._counted = False
+            self.app.inflight_finished()
+
     # ---------------------------------------------------------------- output
 
     def send_json(self, value: Any, status: int = 200) -> None:
         if status != 200:
             self.set_status(status)
         self.put_header("Content-Type", _JSON_CT)
-        self.finish(_JSON_ENCODER.encode(value).encode("utf-8"))
+        self.finish(encode_json(value))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        if isinstance(exc, ApiError):
-            err = exc
-        elif isinstance(exc, tornado.web.HTTPError) and status_code < 500:
-            err = ApiError(status_code, None, exc.log_message or None)
-        else:
-            err = ApiError(status_code, None,
-                           "Something went wrong on our side." if status_code >= 500 else None)
-        if status_code >= 500 and not isinstance(exc, ApiError):
-            err.message += f" Quote request id {self.request_id} when reporting it."
+        err = error_for(exc, status_code, self.request_id)
         for k, v in err.headers.items():
             self.set_header(k, v)
         self.put_header("Content-Type", _JSON_CT)
-        self.finish(_JSON_ENCODER.encode(err.body()).encode("utf-8"))
+        self.finish(encode_json(err.body()))
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, ApiError):

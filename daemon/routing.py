@@ -1,10 +1,13 @@
-"""Route lookup by path prefix.
+"""Route lookup by path prefix and suffix.
 
 Tornado tries every rule's regular expression in order; with the ~50 routes of the
 built-in plugins that was ~7% of a request's CPU. `RouteTable` buckets the rules by their
 first three literal path segments, so a lookup tries only the rules that can match (plus
 the few whose pattern has no such literal prefix), in their original order: the same
-result as a linear scan.
+result as a linear scan. Within a bucket, a rule whose pattern ends in literal text
+(``.../membership/check``) is skipped without running its expression when the path does
+not end with that text: under ``/api/v1/communities/<did>/...`` each expression would
+otherwise scan the DID again.
 """
 
 from __future__ import annotations
@@ -38,13 +41,38 @@ def _key_of_pattern(pattern: str) -> str | None:
     return None
 
 
+def _literal_suffix(pattern: str) -> str:
+    """Text every path matching `pattern` must end with ("" if none can be told)."""
+    if re.search(r"\(\?(?!:|P<)", pattern):   # flags or lookarounds: do not guess
+        return ""
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == "|" and depth == 0:        # top-level alternatives end differently
+            return ""
+        i += 1
+    body = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+    last = max((m.end() for m in _META.finditer(body)), default=0)
+    return body[last:]
+
+
 class RouteTable:
     def __init__(self, routes: Sequence[tuple]) -> None:
         entries = []
         for index, route in enumerate(routes):
             pattern, handler = route[0], route[1]
             kwargs = route[2] if len(route) > 2 else {}
-            entries.append((index, _key_of_pattern(pattern), PathMatches(pattern), handler, kwargs))
+            entries.append((index, _key_of_pattern(pattern), PathMatches(pattern), handler, kwargs,
+                            _literal_suffix(pattern)))
         generic = [e for e in entries if e[1] is None]
         self._generic = [e[2:] for e in generic]
         self._buckets: dict[str, list[tuple]] = {}
@@ -54,8 +82,11 @@ class RouteTable:
 
     def match(self, request: Any) -> tuple[Any, dict, list, dict] | None:
         """(handler class, handler kwargs, path args, path kwargs) or None."""
-        candidates = self._buckets.get(_key_of_path(request.path), self._generic)
-        for matcher, handler, kwargs in candidates:
+        path = request.path
+        candidates = self._buckets.get(_key_of_path(path), self._generic)
+        for matcher, handler, kwargs, suffix in candidates:
+            if suffix and not path.endswith(suffix):
+                continue
             params = matcher.match(request)
             if params is not None:
                 return handler, kwargs, params.get("path_args", []), params.get("path_kwargs", {})

@@ -96,6 +96,12 @@ class Database:
         self._reader_cycle: Iterable[aiosqlite.Connection] = iter(())
         self._write_lock = asyncio.Lock()
         self._now: sqlite3.Connection | None = None
+        #: Commits made through this object so far (see `VersionedCache`). It moves as
+        #: soon as a COMMIT has finished, before the transaction's caller resumes.
+        self.commits = 0
+
+    def _committed(self, _: Any = None) -> None:
+        self.commits += 1
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +157,10 @@ class Database:
                 log.debug("tx %s rolled back after %.1f ms", name, (time.perf_counter() - started) * 1e3)
                 raise
             # Shielded: a cancelled caller must not leave the lock while COMMIT is pending.
-            await asyncio.shield(self._writer.execute("COMMIT"))
+            # The commit counter moves when COMMIT finishes, even if the caller was cancelled.
+            commit = asyncio.ensure_future(self._writer.execute("COMMIT"))
+            commit.add_done_callback(self._committed)
+            await asyncio.shield(commit)
             log.debug("tx %s committed in %.1f ms", name, (time.perf_counter() - started) * 1e3)
         for callback in tx._after_commit:
             try:
@@ -172,7 +181,10 @@ class Database:
         """Run a multi-statement script on the writer (migrations only)."""
         assert self._writer is not None
         async with self._write_lock:
-            await self._writer.executescript(script)
+            try:
+                await self._writer.executescript(script)
+            finally:
+                self._committed()
 
     async def rollback_script(self) -> None:
         """Roll back what a failed `executescript` left open (executescript itself would
@@ -223,8 +235,7 @@ class Database:
     def data_version_now(self) -> int | None:
         """SQLite's ``PRAGMA data_version`` on the loop-thread connection, or None if it
         cannot be read. It changes whenever another connection commits: this daemon's
-        writer, or another process on the same file (the operator CLI). A cache of rows
-        read on the loop thread is exact while this number is unchanged (`VersionedCache`)."""
+        writer, or another process on the same file (the operator CLI)."""
         if self._now is None:
             return None
         try:
@@ -237,35 +248,44 @@ class Database:
 
 
 class VersionedCache:
-    """A small cache of values read from the database, exact at all times: every lookup
-    first reads `Database.data_version_now` and drops everything if any connection has
-    committed since the entries were stored. Meant for hot lookups of rows that rarely
-    change (API keys): a hit costs one pragma instead of a query, and any write to the
-    file, from this process or another, is seen by the very next lookup.
+    """A small cache of rows that rarely change (API keys), never stale for this daemon's
+    own writes: it is emptied whenever `Database.commits` moves, which happens as soon as
+    any transaction of this daemon commits, before its caller resumes. Writes from another
+    process on the same file (the operator CLI) are noticed through ``PRAGMA data_version``,
+    read at most once per `recheck_seconds` (default 1 s): they count within that time. A
+    hit costs two integer comparisons, not a query.
 
     Use ``version = cache.version(db)``, then ``cache.get(version, key)``; on a miss, read
     the row *after* taking the version and ``cache.put(version, key, value)``. An entry is
     never older than the version it is filed under, so a commit in between only costs a
-    miss. Without a readable version nothing is cached."""
+    miss. Without a readable data_version nothing is cached."""
 
-    def __init__(self, max_entries: int = 1024) -> None:
+    def __init__(self, clock: Any, *, recheck_seconds: float = 1.0, max_entries: int = 1024) -> None:
+        self._clock = clock
+        self._recheck = recheck_seconds
         self._max = max_entries
-        self._version: int | None = None
+        self._next_check = float("-inf")
+        self._external: int | None = None
+        self._version: tuple[int, int] | None = None
         self._entries: dict[Any, Any] = {}
 
-    def version(self, db: Database) -> int | None:
-        version = db.data_version_now()
+    def version(self, db: Database) -> tuple[int, int] | None:
+        now = self._clock.monotonic()
+        if now >= self._next_check:
+            self._external = db.data_version_now()
+            self._next_check = now + self._recheck
+        version = None if self._external is None else (db.commits, self._external)
         if version is None or version != self._version:
             self._entries.clear()
             self._version = version
         return version
 
-    def get(self, version: int | None, key: Any) -> Any:
+    def get(self, version: tuple[int, int] | None, key: Any) -> Any:
         if version is None or version != self._version:
             return None
         return self._entries.get(key)
 
-    def put(self, version: int | None, key: Any, value: Any) -> None:
+    def put(self, version: tuple[int, int] | None, key: Any, value: Any) -> None:
         if version is None or version != self._version:
             return
         if len(self._entries) >= self._max:

@@ -140,6 +140,35 @@ def test_route_table_matches_like_a_linear_scan():
         assert got == want, path
 
 
+def test_route_table_suffix_shortcut_never_changes_the_match():
+    """Rules ending in literal text are skipped by a suffix test before their expression
+    runs; for tricky patterns the answer must still be the linear scan's."""
+    from types import SimpleNamespace
+
+    from tornado.routing import PathMatches
+
+    from daemon.routing import RouteTable
+    did = r"(did(?::|%3[Aa])[^/?#]+)"
+    patterns = [r"/api/v1/communities/" + did + r"/membership/check", r"/api/v1/communities/" + did,
+                r"/api/v1/communities/" + did + r"/members/(approve|reject)", r"/x/a|/x/b/c",
+                r"/x/items/?", r"/x/f\.json", r"(?i)/x/caps", r"/x/a\|b/c", r"/x/a[|]/c",
+                r"/api/v1/communities/" + did + r"/members/" + did, r"/x/(?P<name>[^/]+)/edit",
+                r"/api/v1/communities/" + did + r"/membership/check/more"]
+    routes = [(p, i) for i, p in enumerate(patterns)]
+    table = RouteTable(routes)
+    paths = ["/api/v1/communities/did:plc:abc/membership/check", "/api/v1/communities/did%3Aplc%3Aabc/membership/check",
+             "/api/v1/communities/did:plc:abc", "/api/v1/communities/did:plc:abc/members/approve",
+             "/api/v1/communities/did:plc:abc/members/did:plc:def", "/x/a", "/x/b/c", "/x/items", "/x/items/",
+             "/x/f.json", "/x/fxjson", "/x/CAPS", "/x/caps", "/x/a|b/c", "/x/a|/c", "/x/thing/edit",
+             "/api/v1/communities/did:plc:abc/membership/check/more", "/api/v1/communities/did:plc:abc/membership"]
+    for path in paths:
+        request = SimpleNamespace(path=path)
+        linear = next(((h, (m.match(request) or {}).get("path_args", [])) for p, h in routes
+                       if (m := PathMatches(p)).match(request) is not None), None)
+        found = table.match(request)
+        assert (None if found is None else (found[0], found[2])) == linear, path
+
+
 @pytest.mark.parametrize("values", [["abc", "x"], [1e30, "x"], ["x"], [True, "x"], [2 ** 70, "x"]])
 async def test_tampered_cursor_is_400_not_500(app, client, values):
     import base64

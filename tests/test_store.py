@@ -168,15 +168,15 @@ async def _insert(app, did):
                          "expires_at) VALUES (?, ?, 'c', 0, 0, 0)", (secrets.token_hex(8), did))
 
 
-async def test_versioned_cache_forgets_on_any_commit_here_or_elsewhere(app):
+async def test_versioned_cache_forgets_on_our_commits_at_once_and_others_within_the_recheck(app, clock):
     from store.db import VersionedCache
-    cache = VersionedCache(max_entries=2)
+    cache = VersionedCache(clock, recheck_seconds=1.0, max_entries=2)
     version = cache.version(app.db)
     assert version is not None
     cache.put(version, "k", "v")
     assert cache.get(cache.version(app.db), "k") == "v"   # nothing committed: still there
 
-    async with app.db.transaction("test.touch") as tx:   # this daemon's writer commits
+    async with app.db.transaction("test.touch") as tx:   # this daemon commits: gone at once
         await tx.execute("CREATE TABLE IF NOT EXISTS cache_probe (x)")
     assert cache.get(cache.version(app.db), "k") is None
 
@@ -186,6 +186,7 @@ async def test_versioned_cache_forgets_on_any_commit_here_or_elsewhere(app):
     other.execute("CREATE TABLE IF NOT EXISTS cache_probe2 (x)")
     other.commit()
     other.close()
+    clock.advance(1.0)
     assert cache.get(cache.version(app.db), "k") is None
 
     # a value read under an older version is never filed under a newer one
@@ -195,7 +196,30 @@ async def test_versioned_cache_forgets_on_any_commit_here_or_elsewhere(app):
     fresh = cache.version(app.db)
     cache.put(stale, "k", "old")
     assert cache.get(fresh, "k") is None
-    # bounded
-    for i in range(5):
+    for i in range(5):   # bounded
         cache.put(fresh, i, i)
     assert len(cache) <= 2
+
+
+async def test_commit_counter_moves_even_if_the_committing_caller_is_cancelled(tmp_path):
+    db = Database(tmp_path / "c.sqlite3")
+    await db.open()
+    try:
+        async def write() -> None:
+            async with db.transaction("test.cancelled") as tx:
+                await tx.execute("CREATE TABLE cancel_probe (x)")
+                task.cancel()  # lands on the COMMIT await
+
+        task = asyncio.ensure_future(write())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if await db.fetchval("SELECT count(*) FROM sqlite_master WHERE name = 'cancel_probe'"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the COMMIT never landed")
+        await asyncio.sleep(0)
+        assert db.commits == 1
+    finally:
+        await db.close()

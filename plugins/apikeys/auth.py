@@ -18,12 +18,13 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     not the key, is what an attacker could time), then compared in constant time.
 
     Valid keys are remembered in a `VersionedCache`, which forgets everything as soon as
-    anything commits to the database (here or from the operator CLI): a rotated or
-    deactivated key is still refused on the very next request. Refusals are not cached."""
+    this daemon commits anything: a key rotated or an app deactivated through the API is
+    refused on the very next request; through the operator CLI (another process), within
+    a second. Refusals are not cached."""
     if not KEY_RE.match(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = app.state.get(CACHE_KEY) or app.state.setdefault(CACHE_KEY, VersionedCache())
+    cache: VersionedCache = app.state.get(CACHE_KEY) or app.state.setdefault(CACHE_KEY, VersionedCache(app.clock))
     version = cache.version(app.db)
     cached = cache.get(version, digest)
     if cached is not None:

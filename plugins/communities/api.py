@@ -12,6 +12,7 @@ from typing import Any
 
 from daemon import validate
 from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.lean import LeanHandler
 from plugins.communities import common, service, views
 from plugins.communities.access import checked_status, require_manager
 from plugins.communities.service import Actor
@@ -142,8 +143,11 @@ class AdminsHandler(ApiBase):
         self.send_json(await op(self.app, row, member, self.actor(admin)))
 
 
-class CheckHandler(ApiBase):
-    """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS."""
+class CheckHandler(LeanHandler):
+    """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS. Apps call
+    it on every page view, so it is a lean route (`daemon.lean`)."""
+
+    auth = "app"
 
     async def post(self, did: str) -> None:
         user = common.body_did(self.json_body(), "userDid")

@@ -1,0 +1,196 @@
+"""Lean routes: the hottest API routes, served without a Tornado RequestHandler.
+
+Apps call ``membership/check`` on every page view of theirs, so its cost per request sets
+how many page views one daemon can serve. A `tornado.web.RequestHandler` spends about as
+much CPU on its own set-up and tear-down (UI modules, output transforms, etag, a task per
+request) as the whole HTTP/1.1 exchange costs; for a route that is one indexed read, that
+is most of the work. A `LeanHandler` is answered by a small `HTTPMessageDelegate` instead,
+with the same conventions as every other route, because the shared part lives in
+`daemon.http.RequestLogic`:
+
+* the same authentication hook, failed-attempt throttling, CSRF check and rate limits;
+* the same JSON errors (`ApiError`), request ids, ``Cache-Control: no-store``,
+  ``X-Content-Type-Options: nosniff``, rate-limit headers, ``Date`` and ``Server``;
+* the same capped body, in-flight counting (graceful shutdown) and access log.
+
+Its methods are ``async def get/post/...`` taking the decoded path groups, like a
+RequestHandler's; they answer with `send_json`. Redirects, cookies, templates and
+streaming output are not available: routes that need them stay on `BaseHandler`.
+A lean route must be registered through `cr_routes` (the daemon's route table).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import tornado
+from tornado import httputil
+from tornado.web import RequestHandler
+
+from daemon.http import _JSON_CT, ApiError, RequestLogic, encode_json, error_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.http")
+
+_SERVER = f"TornadoServer/{tornado.version}"
+_METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
+_CONTROL_CHARS = RequestHandler._remove_control_chars_regex
+_TASKS = "lean.tasks"
+
+
+class _HttpDate:
+    """The ``Date`` header value, formatted once a second rather than once a request."""
+
+    second = -1
+    value = ""
+
+    @classmethod
+    def now(cls) -> str:
+        now = time.time()
+        if int(now) != cls.second:
+            cls.second, cls.value = int(now), httputil.format_timestamp(now)
+        return cls.value
+
+
+class LeanHandler(RequestLogic):
+    """Base class of a lean route (see the module docstring). Set ``auth``, ``rate_limit``
+    and ``max_body`` as on `BaseHandler`."""
+
+    def __init__(self, application: "Application", request: httputil.HTTPServerRequest,
+                 **kwargs: Any) -> None:
+        self.application = application
+        self.request = request
+        self.route_kwargs = kwargs
+        self._status = 200
+        self._finished = False
+        self._headers = httputil.HTTPHeaders()
+        self._headers["Cache-Control"] = "no-store"
+        self._headers["X-Content-Type-Options"] = "nosniff"
+        self.start_request()
+
+    # ---------------------------------------------------------------- what RequestLogic needs
+
+    def put_header(self, name: str, value: str) -> None:
+        self._headers[name] = value
+
+    def get_cookie(self, name: str, default: str | None = None) -> str | None:
+        cookies = self.request.cookies
+        return cookies[name].value if name in cookies else default
+
+    def get_query_argument(self, name: str, default: Any = None, strip: bool = True) -> Any:
+        """The last value of a query argument, decoded like Tornado's (UTF-8, control
+        characters blanked, stripped), or `default`."""
+        values = self.request.query_arguments.get(name)
+        if not values:
+            return default
+        try:
+            value = values[-1].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(400, "bad_request", f"The query argument {name} is not UTF-8.") from None
+        value = _CONTROL_CHARS.sub(" ", value)
+        return value.strip() if strip else value
+
+    def get_status(self) -> int:
+        return self._status
+
+    # ---------------------------------------------------------------- output
+
+    def send_json(self, value: Any, status: int = 200) -> None:
+        self._respond(status, encode_json(value))
+
+    def _respond(self, status: int, body: bytes) -> None:
+        if self._finished:
+            raise RuntimeError("the response was already sent")
+        self._finished = True
+        self._status = status
+        headers = self._headers
+        headers["Content-Type"] = _JSON_CT
+        headers["Content-Length"] = str(len(body))
+        headers["Date"] = _HttpDate.now()
+        headers["Server"] = _SERVER
+        if self.request.method == "HEAD":
+            body = b""
+        conn = self.request.connection
+        conn.write_headers(httputil.ResponseStartLine("", status, httputil.responses.get(status, "Unknown")),
+                           headers, body)
+        conn.finish()
+        self.application.log_request(self)
+
+    def _respond_error(self, exc: BaseException) -> None:
+        status = exc.status if isinstance(exc, ApiError) else 500
+        if isinstance(exc, ApiError):
+            if status >= 500:
+                log.warning("%s %s -> %d %s: %s", self.request.method, self.request.path,
+                            status, exc.code, exc.message)
+        else:
+            log.error("unhandled error in %s %s", self.request.method, self.request.path,
+                      exc_info=(type(exc), exc, exc.__traceback__))
+        err = error_for(exc, status, self.request_id)
+        for k, v in err.headers.items():
+            self.put_header(k, v)
+        if not self._finished:
+            self._respond(status, encode_json(err.body()))
+
+    # ---------------------------------------------------------------- the request
+
+    async def _run(self, path_args: list[bytes]) -> None:
+        app = self.application
+        app.inflight_started()
+        try:
+            method = self.request.method or ""
+            if method not in _METHODS:
+                raise ApiError(405)
+            await self.admit()
+            answer = getattr(self, method.lower(), None)
+            if answer is None:
+                raise ApiError(405)
+            args = []
+            for arg in path_args:
+                try:
+                    args.append(arg.decode("utf-8") if isinstance(arg, bytes) else arg)
+                except UnicodeDecodeError:
+                    raise ApiError(400, "bad_request", "The path is not UTF-8.") from None
+            await answer(*args)
+            if not self._finished:
+                raise RuntimeError(f"{type(self).__name__}.{method.lower()} sent no response")
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a JSON answer
+            try:
+                self._respond_error(exc)
+            except Exception:  # noqa: BLE001 - never leave the client waiting
+                log.exception("could not answer %s %s", self.request.method, self.request.path)
+                self.request.connection.close()
+        finally:
+            app.inflight_finished()
+
+
+class LeanDelegate(httputil.HTTPMessageDelegate):
+    """Feeds one request to a `LeanHandler` (what Tornado's _HandlerDelegate does for a
+    RequestHandler): the body as it arrives, then the handler's method in a task."""
+
+    def __init__(self, application: "Application", request: httputil.HTTPServerRequest,
+                 handler_class: type[LeanHandler], kwargs: dict[str, Any], path_args: list[bytes]) -> None:
+        self.application = application
+        self.handler = handler_class(application, request, **kwargs)
+        self.path_args = path_args
+
+    def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> None:
+        return None
+
+    def data_received(self, chunk: bytes) -> None:
+        self.handler.data_received(chunk)
+
+    def finish(self) -> None:
+        # The connection waits for the response, not for the task: keep the task referenced
+        # until it ends, even if the client goes away.
+        tasks: set[asyncio.Task[None]] = self.application.state.setdefault(_TASKS, set())
+        task = asyncio.ensure_future(self.handler._run(self.path_args))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def on_connection_close(self) -> None:
+        return None
