@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import itertools
 import logging
 import os
 import secrets
@@ -118,7 +119,15 @@ class Application(tornado.web.Application):
         self._idle.set()
         self._http: Any = None
         self.state: dict[str, Any] = {}  # per-plugin state, keyed by plugin name
+        self._request_ids = itertools.count(1)
+        self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
+
+    def new_request_id(self) -> str:
+        """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
+        at start-up, then a counter (unique within this process's 4 billion requests, and
+        across restarts but for a one-in-four-billion prefix clash). Not a secret."""
+        return f"{self._request_id_prefix}{next(self._request_ids) & 0xFFFFFFFF:08x}"
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
         found = self.route_table.match(request)

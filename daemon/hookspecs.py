@@ -84,7 +84,10 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
 
     Called once per request before the handler method. Stops at the first non-None result.
 
-    :param handler: the request handler (headers, cookies, ``handler.application``).
+    :param handler: the request being served: a `daemon.http.BaseHandler`, or for the few
+        lean routes a `daemon.lean.LeanHandler`. Use only what both offer:
+        ``handler.request`` (headers, ``remote_ip``, method, path), ``handler.get_cookie(name)``
+        and ``handler.app``.
     :return: None if the request does not carry this plugin's kind of credential (another
         plugin may claim it); otherwise an awaitable that resolves to a
         `daemon.http.Principal`, or raises `daemon.http.ApiError` (401) when the credential

@@ -19,7 +19,6 @@ import ipaddress
 import json
 import logging
 import re
-import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -180,7 +179,7 @@ class RequestLogic:
         self._body_too_large = False
         self._extra_headers: dict[str, str] = {}
         incoming = self.request.headers.get("X-Request-Id", "")
-        self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else secrets.token_hex(8)
+        self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else self.application.new_request_id()
         request_id_var.set(self.request_id)
         self.put_header("X-Request-Id", self.request_id)
 

@@ -153,7 +153,7 @@ async def list_communities(db: Database, *, query: str | None, user_did: str | N
     `user_did` is a member. With `query`, only those matching it. Keyset on `id`."""
     params: list[Any] = [user_did, app_id, app_id, app_id]
     member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
-    where = [f"c.state = 'active'", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
+    where = ["c.state = 'active'", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
     if before_id is not None:
         where.append("c.id < ?")
         params.append(before_id)

@@ -14,8 +14,7 @@ A community whose creation has not finished is invisible (treated as unknown).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from daemon.http import ApiError
 from store import communities as communities_store
@@ -29,8 +28,9 @@ __all__ = ["MemberStatus", "member_status", "app_can_see", "app_can_see_tx", "re
            "NOT_FOUND", "app_manages", "app_manages_tx", "require_manager", "require_manager_tx"]
 
 
-@dataclass(frozen=True)
-class MemberStatus:
+class MemberStatus(NamedTuple):
+    """What a user is in a community (a tuple: one is made per membership/check)."""
+
     is_member: bool
     is_admin: bool
     is_pending: bool

@@ -23,7 +23,7 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpcore
 
