@@ -17,7 +17,7 @@ is not installed here). Measured in the same run, against the same server proces
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
   (keyset cursor of the 89,900th member).
 
-    .venv/bin/python scripts/bench_membership.py [--seconds 5] [--rounds 3] [--connections 16]
+    .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16]
 """
 
 from __future__ import annotations
@@ -244,8 +244,8 @@ def free_port() -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="per scenario and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per scenario and round")
+    parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1, help="load generator processes")
     parser.add_argument("--json", help="also write the results to this file")
