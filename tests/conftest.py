@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import yaml
-from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
 from daemon.app import create_app, migration_components, plugin_sections
@@ -21,7 +20,7 @@ from daemon.config import Config
 from daemon.plugins import build_plugin_manager
 from store.db import Database
 from store.migrate import migrate
-from tests.helpers import Client, login_as  # noqa: F401  (re-exported for tests)
+from tests.helpers import Client, login_as, serve_app  # noqa: F401  (login_as re-exported for tests)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -106,12 +105,7 @@ def app(io_loop: Any, state_dir: Path, clock: FakeClock, config_overrides: dict[
 @pytest.fixture
 def server(io_loop: Any, app: Any) -> Any:
     sock, port = bind_unused_port()
-    srv = HTTPServer(app, max_body_size=4 * 1024 * 1024)
-    srv.add_sockets([sock])
-    srv.port = port  # type: ignore[attr-defined]
-    yield srv
-    srv.stop()
-    io_loop.run_sync(srv.close_all_connections, timeout=5)
+    yield from serve_app(io_loop, app, sock, port)
 
 
 @pytest.fixture

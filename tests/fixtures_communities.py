@@ -2,13 +2,7 @@
 
 A test module against the devnet::
 
-    @pytest.fixture
-    def config_overrides(communities_config):
-        return communities_config
-
-    @pytest.fixture
-    def extra_plugins(recorder):
-        return (recorder,)
+    config_overrides, extra_plugins = devnet_module_fixtures()
 
     @pytest.mark.pds
     async def test_x(app, client, devnet, recorder, people):
@@ -41,6 +35,24 @@ class EventRecorder:
     def of(self, type: str, community_did: str | None = None) -> list[Any]:
         return [e for e in self.events
                 if e.type == type and (community_did is None or e.community_did == community_did)]
+
+
+def devnet_module_fixtures() -> tuple[Any, Any]:
+    """The two fixture overrides of a module that runs communities on the devnet (the
+    devnet config, and an `EventRecorder` plugin). Assign them at module level::
+
+        config_overrides, extra_plugins = devnet_module_fixtures()
+    """
+
+    @pytest.fixture
+    def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
+        return communities_config
+
+    @pytest.fixture
+    def extra_plugins(recorder: EventRecorder) -> tuple:
+        return (recorder,)
+
+    return config_overrides, extra_plugins
 
 
 @pytest.fixture

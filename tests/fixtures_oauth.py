@@ -29,11 +29,10 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
-from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
 from daemon.sessions import hash_sid
-from tests.helpers import Response
+from tests.helpers import Response, serve_app
 
 SERVICE_HOST = "commonroom.ci-test.dev"
 
@@ -256,12 +255,7 @@ def tls_server(io_loop: Any, app: Any, oauth_tls_socket: tuple[Any, int], test_c
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ctx.load_cert_chain(str(test_ca.cert_pem), str(test_ca.key_pem))
     sock, port = oauth_tls_socket
-    srv = HTTPServer(app, ssl_options=ctx, max_body_size=4 * 1024 * 1024)
-    srv.add_sockets([sock])
-    srv.port = port  # type: ignore[attr-defined]
-    yield srv
-    srv.stop()
-    io_loop.run_sync(srv.close_all_connections, timeout=5)
+    yield from serve_app(io_loop, app, sock, port, ssl_options=ctx)
 
 
 @pytest.fixture

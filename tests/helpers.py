@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json as jsonlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
+from tornado.httpserver import HTTPServer
 
 from daemon.sessions import create_session
+
+
+def serve_app(io_loop: Any, app: Any, sock: Any, port: int, ssl_options: Any = None) -> Iterator[HTTPServer]:
+    """A fixture body: the app served on an already bound socket, with the daemon's body
+    cap; closed with its connections when the test ends. ``srv.port`` is the port."""
+    srv = HTTPServer(app, ssl_options=ssl_options, max_body_size=4 * 1024 * 1024)
+    srv.add_sockets([sock])
+    srv.port = port  # type: ignore[attr-defined]
+    yield srv
+    srv.stop()
+    io_loop.run_sync(srv.close_all_connections, timeout=5)
 
 
 @dataclass

@@ -9,20 +9,13 @@ from typing import Any
 import pytest
 
 from tests.fixtures_atproto import make_png
-from tests.fixtures_communities import Api, pds_record
+from tests.fixtures_communities import Api, devnet_module_fixtures, pds_record
 from tests.helpers import login_as
 
 pytestmark = pytest.mark.pds
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 async def admin_setup(app: Any, client: Any, people: Any) -> tuple[Api, dict, Any, str]:

@@ -11,19 +11,12 @@ from typing import Any
 import pytest
 
 from plugins.communities.reindex import reindex
-from tests.fixtures_communities import Api, proofs_on_pds
+from tests.fixtures_communities import Api, devnet_module_fixtures, proofs_on_pds
 
 pytestmark = pytest.mark.pds
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 def fake_did() -> str:

@@ -3,23 +3,14 @@ and audit entries for each."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from tests.fixtures_communities import Api, pds_record, proofs_on_pds
+from tests.fixtures_communities import Api, devnet_module_fixtures, pds_record, proofs_on_pds
 
 pytestmark = pytest.mark.pds
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 async def test_create_open_community_writes_profile_admins_and_creator_proof(app, client, people):

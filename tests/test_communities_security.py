@@ -8,20 +8,13 @@ from typing import Any
 import pytest
 
 from daemon.http import ApiError
-from tests.fixtures_communities import Api, proofs_on_pds
+from tests.fixtures_communities import Api, devnet_module_fixtures, proofs_on_pds
 from tests.helpers import login_as
 
 pytestmark = pytest.mark.pds
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 async def test_an_untrusted_app_cannot_act_as_a_communitys_admin(app, client, people, recorder):

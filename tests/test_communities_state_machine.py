@@ -8,19 +8,12 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures_communities import Api, pds_record, proofs_on_pds
+from tests.fixtures_communities import Api, devnet_module_fixtures, pds_record, proofs_on_pds
 
 pytestmark = pytest.mark.pds
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 async def snapshot(app: Any, api: Api, did: str, *users: str) -> dict[str, Any]:

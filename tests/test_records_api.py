@@ -8,21 +8,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fixtures_communities import Api
+from tests.fixtures_communities import Api, devnet_module_fixtures
 
 pytestmark = pytest.mark.pds
 
 COLLECTION = "org.example.garden.note"
 
 
-@pytest.fixture
-def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-    return communities_config
-
-
-@pytest.fixture
-def extra_plugins(recorder: Any) -> tuple:
-    return (recorder,)
+config_overrides, extra_plugins = devnet_module_fixtures()
 
 
 async def on_pds(devnet: Any, repo: str, collection: str, rkey: str) -> dict[str, Any] | None:
