@@ -358,6 +358,17 @@ def error_for(exc: BaseException | None, status_code: int, request_id: str) -> A
     return err
 
 
+def log_failure(request: Any, exc: BaseException) -> None:
+    """Log a request's failure: a 5xx ApiError as a warning, anything unexpected with its
+    traceback; 4xx answers are the client's business and are not logged."""
+    if isinstance(exc, ApiError):
+        if exc.status >= 500:
+            log.warning("%s %s -> %d %s: %s", request.method, request.path, exc.status, exc.code, exc.message)
+    elif not (isinstance(exc, tornado.web.HTTPError) and exc.status_code < 500):
+        log.error("unhandled error in %s %s", request.method, request.path,
+                  exc_info=(type(exc), exc, exc.__traceback__))
+
+
 def encode_json(value: Any) -> bytes:
     return _JSON_ENCODER.encode(value).encode("utf-8")
 
@@ -428,19 +439,14 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
 
     def _handle_request_exception(self, e: BaseException) -> None:
         if isinstance(e, ApiError):
-            if e.status >= 500:
-                log.warning("%s %s -> %d %s: %s", self.request.method, self.request.path,
-                            e.status, e.code, e.message)
+            log_failure(self.request, e)
             if not self._finished:
                 self.send_error(e.status, exc_info=(type(e), e, e.__traceback__))
             return
         super()._handle_request_exception(e)
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
-        if isinstance(value, tornado.web.HTTPError) and value.status_code < 500:
-            return
-        log.error("unhandled error in %s %s", self.request.method, self.request.path,
-                  exc_info=(typ, value, tb))
+        log_failure(self.request, value)
 
 
 class NotFoundHandler(BaseHandler):

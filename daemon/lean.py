@@ -35,7 +35,7 @@ import tornado
 from tornado import httputil
 from tornado.web import RequestHandler
 
-from daemon.http import _JSON_CT, ApiError, RequestLogic, encode_json, error_for
+from daemon.http import _JSON_CT, ApiError, RequestLogic, encode_json, error_for, log_failure
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -128,13 +128,7 @@ class LeanHandler(RequestLogic):
 
     def _respond_error(self, exc: BaseException) -> None:
         status = exc.status if isinstance(exc, ApiError) else 500
-        if isinstance(exc, ApiError):
-            if status >= 500:
-                log.warning("%s %s -> %d %s: %s", self.request.method, self.request.path,
-                            status, exc.code, exc.message)
-        else:
-            log.error("unhandled error in %s %s", self.request.method, self.request.path,
-                      exc_info=(type(exc), exc, exc.__traceback__))
+        log_failure(self.request, exc)
         err = error_for(exc, status, self.request_id)
         for k, v in err.headers.items():
             self.put_header(k, v)
