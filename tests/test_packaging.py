@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ast
 import configparser
+import os
 import re
+import subprocess
 import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+from daemon import __version__
 
 REPO = Path(__file__).resolve().parent.parent
 OUR_PACKAGES = {"daemon", "plugins", "store"}
@@ -54,3 +57,33 @@ def test_every_module_the_daemon_imports_is_a_declared_dependency():
         if not dists & declared:
             undeclared[module] = sorted(dists)
     assert not undeclared, f"imported but not in setup.cfg install_requires: {undeclared}"
+
+
+def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COMMONROOM_CONFIG"}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-m", "daemon.main", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_help_works_in_a_directory_without_a_config(tmp_path):
+    done = run_cli(["--help"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: commonroom")
+    for command in ("serve", "migrate", "check-config", "backup"):
+        assert command in done.stdout
+    assert "configuration error" not in done.stderr
+    sub = run_cli(["serve", "--help"], tmp_path)
+    assert sub.returncode == 0 and sub.stdout.startswith("usage: commonroom serve"), sub.stderr
+
+
+def test_version_works_in_a_directory_without_a_config(tmp_path):
+    done = run_cli(["--version"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"commonroom {__version__}"
+
+
+def test_a_command_without_a_config_still_says_so(tmp_path):
+    done = run_cli(["serve"], tmp_path)
+    assert done.returncode == 2
+    assert "configuration error" in done.stderr and "config.yaml" in done.stderr
