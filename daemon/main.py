@@ -32,8 +32,13 @@ class _RequestIdFilter(logging.Filter):
 
 
 def setup_logging(level: str) -> None:
+    """One stderr handler on the root logger, so every logger's lines carry the request id
+    and pass through `RedactSecrets` (no token, code or key is ever written)."""
+    from daemon.redact import RedactSecrets
+
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_RequestIdFilter())
+    handler.addFilter(RedactSecrets())
     handler.setFormatter(logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     root = logging.getLogger()
