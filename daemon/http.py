@@ -4,6 +4,10 @@
   ``details`` for validation problems), never an HTML page or a traceback.
 * Every response carries ``X-Request-Id``; log lines carry it too.
 * Bodies are streamed and capped (`max_body` per handler class; uploads set their own).
+* A request refused before its body is read keeps its connection usable: a small body is
+  read and thrown away before the refusal is sent; a large, unsized or over-the-limit one
+  is not read, and the refusal says ``Connection: close``.
+* The ``Server`` header names the service, not the framework or its version.
 * Authentication goes through the `cr_authenticate` hook; browser sessions must send the
   CSRF token on state-changing methods; API-key requests are exempt.
 * API-key requests are rate limited per app, auth endpoints per client address.
@@ -38,6 +42,14 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # arguments build a new one on each call.
 _JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _JSON_CT = "application/json; charset=utf-8"
+
+#: The ``Server`` header of every response: no framework name or version to fingerprint.
+SERVER_HEADER = "commonroom"
+
+#: A request refused before its body was read (401, 403, 429 ...) has the body read and
+#: thrown away, up to this declared size, so the connection can carry the next request. A
+#: larger or unsized body is not read: the refusal closes the connection instead.
+DRAIN_LIMIT = 64 * 1024
 
 _DEFAULT_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
@@ -177,6 +189,8 @@ class RequestLogic:
     def start_request(self) -> None:
         self._body = bytearray()
         self._body_too_large = False
+        self._refusal: BaseException | None = None   # answered once the body is read
+        self.close_connection = False                 # say Connection: close, then close
         self._extra_headers: dict[str, str] = {}
         incoming = self.request.headers.get("X-Request-Id", "")
         self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else self.application.new_request_id()
@@ -193,7 +207,7 @@ class RequestLogic:
         return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
 
     def data_received(self, chunk: bytes) -> None:
-        if self._body_too_large:
+        if self._body_too_large or self._refusal is not None:
             return
         if len(self._body) + len(chunk) > self.body_limit():
             self._body_too_large = True
@@ -210,6 +224,19 @@ class RequestLogic:
     def _too_large(self) -> ApiError:
         return ApiError(413, "payload_too_large",
                         f"The request body is larger than {self.body_limit()} bytes.")
+
+    def can_drain_body(self) -> bool:
+        """Whether a request refused before its body arrived may have the body read and
+        thrown away (keeping the connection) rather than left unread (closing it): only a
+        body that is within the limit, declared small, and not held back by the client
+        (``Expect: 100-continue`` asks the server to refuse without reading it)."""
+        headers = self.request.headers
+        if self._body_too_large or headers.get("Expect", "").lower() == "100-continue":
+            return False
+        if "chunked" in headers.get("Transfer-Encoding", "").lower():
+            return False
+        length = headers.get("Content-Length")
+        return length is None or (length.isdigit() and int(length) <= DRAIN_LIMIT)
 
     async def admit(self) -> None:
         """Everything before the route's method: body size, credentials, CSRF, rate limit."""
@@ -397,17 +424,40 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         # Runs in __init__ (before initialize) and again when an error response clears the
         # headers: then the request id and rate-limit headers must be put back.
         headers = self._headers
+        headers["Server"] = SERVER_HEADER
         headers["Cache-Control"] = "no-store"
         headers["X-Content-Type-Options"] = "nosniff"
         if hasattr(self, "request_id"):
             headers["X-Request-Id"] = self.request_id
             for k, v in self._extra_headers.items():
                 headers[k] = v
+            if self.close_connection:
+                headers["Connection"] = "close"
 
     async def prepare(self) -> None:
         self._counted = True
         self.app.inflight_started()
-        await self.admit()
+        try:
+            await self.admit()
+        except Exception as exc:  # noqa: BLE001 - answered below or once the body is read
+            self.refuse_before_body(exc)
+
+    def refuse_before_body(self, exc: Exception) -> None:
+        """A refusal found before the body was read (prepare runs as soon as the headers
+        arrive). Answering now would leave the body unread, and Tornado then closes the
+        connection, so the client's next request on it would go unanswered. A small body
+        is read and thrown away first: the route's method is replaced by one that raises
+        `exc`, which Tornado calls once the body is in. Otherwise the answer goes now,
+        saying ``Connection: close``."""
+        if not self.can_drain_body():
+            self.close_connection = True
+            raise exc
+        self._refusal = exc
+        setattr(self, self.request.method.lower(), self._answer_refusal)
+
+    def _answer_refusal(self, *args: Any, **kwargs: Any) -> None:
+        assert self._refusal is not None
+        raise self._refusal
 
     def on_finish(self) -> None:
         self._release()
@@ -452,7 +502,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
 class NotFoundHandler(BaseHandler):
     """The default handler: JSON 404 for unknown routes."""
 
-    def prepare(self) -> None:  # type: ignore[override]
+    async def admit(self) -> None:
         raise ApiError(404, "not_found", f"No route for {self.request.method} {self.request.path}.")
 
 

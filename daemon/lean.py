@@ -11,7 +11,10 @@ with the same conventions as every other route, because the shared part lives in
 * the same authentication hook, failed-attempt throttling, CSRF check and rate limits;
 * the same JSON errors (`ApiError`), request ids, ``Cache-Control: no-store``,
   ``X-Content-Type-Options: nosniff``, rate-limit headers, ``Date`` and ``Server``;
-* the same capped body, in-flight counting (graceful shutdown) and access log.
+* the same capped body, in-flight counting (graceful shutdown) and access log;
+* the same connection handling: the body is read before the request is judged, so a
+  refusal leaves the connection usable, except that a body declared over the limit is
+  refused (413) as soon as the headers arrive, unread, with ``Connection: close``.
 
 The handler's coroutine starts at once (`start_eagerly`): when it never has to wait, as
 ``membership/check`` with its synchronous point reads, the response is written before the
@@ -31,18 +34,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import tornado
 from tornado import httputil
 from tornado.web import RequestHandler
 
-from daemon.http import _JSON_CT, ApiError, RequestLogic, encode_json, error_for, log_failure
+from daemon.http import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, encode_json, error_for,
+                         log_failure)
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
 log = logging.getLogger("commonroom.http")
 
-_SERVER = f"TornadoServer/{tornado.version}"
 _METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
 _CONTROL_CHARS = RequestHandler._remove_control_chars_regex
 _TASKS = "lean.tasks"
@@ -117,7 +119,9 @@ class LeanHandler(RequestLogic):
         headers["Content-Type"] = _JSON_CT
         headers["Content-Length"] = str(len(body))
         headers["Date"] = _HttpDate.now()
-        headers["Server"] = _SERVER
+        headers["Server"] = SERVER_HEADER
+        if self.close_connection:
+            headers["Connection"] = "close"
         if self.request.method == "HEAD":
             body = b""
         conn = self.request.connection
@@ -211,6 +215,13 @@ class LeanDelegate(httputil.HTTPMessageDelegate):
         self.path_args = path_args
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> None:
+        length = headers.get("Content-Length", "")
+        if length.isdigit() and int(length) > self.handler.body_limit():
+            # Not worth reading megabytes to keep one connection: refuse now, unread, and
+            # close (HTTP/1.1 allows nothing else once the body is left unread).
+            self.handler._body_too_large = True
+            self.handler.close_connection = True
+            self.handler._respond_error(self.handler._too_large())
         return None
 
     def data_received(self, chunk: bytes) -> None:

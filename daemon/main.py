@@ -32,8 +32,13 @@ class _RequestIdFilter(logging.Filter):
 
 
 def setup_logging(level: str) -> None:
+    """One stderr handler on the root logger, so every logger's lines carry the request id
+    and pass through `RedactSecrets` (no token, code or key is ever written)."""
+    from daemon.redact import RedactSecrets
+
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_RequestIdFilter())
+    handler.addFilter(RedactSecrets())
     handler.setFormatter(logging.Formatter(
         "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
     root = logging.getLogger()
@@ -134,10 +139,25 @@ async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Name
         await app.shutdown()
 
 
+def _only_asks_for_help(argv: list[str]) -> bool:
+    """Whether argparse will print help or the version and exit (so no config is needed)."""
+    options = argv[:argv.index("--")] if "--" in argv else argv
+    return any(a in ("-h", "--help", "--version") for a in options)
+
+
+def _plugins_without_config() -> Any:
+    from daemon.plugins import build_plugin_manager
+    try:
+        return build_plugin_manager()
+    except PluginError:
+        return build_plugin_manager(load_entry_points=False)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("-c", "--config", default=os.environ.get("COMMONROOM_CONFIG", DEFAULT_CONFIG))
+    pre.add_argument("-c", "--config", default=os.environ.get("COMMONROOM_CONFIG", DEFAULT_CONFIG),
+                     help="the configuration file (default: $COMMONROOM_CONFIG or ./config.yaml)")
     known, _ = pre.parse_known_args(argv)
 
     from daemon.app import load_config
@@ -145,8 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config, pm = load_config(known.config)
     except (ConfigError, PluginError) as exc:
-        print(f"commonroom: configuration error: {exc}", file=sys.stderr)
-        return 2
+        if not _only_asks_for_help(argv):
+            print(f"commonroom: configuration error: {exc}", file=sys.stderr)
+            return 2
+        # --help and --version work anywhere, without a config.yaml: the commands listed
+        # are those of the default plugins (and installed ones, when they load).
+        config, pm = None, _plugins_without_config()
 
     parser = argparse.ArgumentParser(prog="commonroom", parents=[pre],
                                      description="Commonroom community service for the AT Protocol")
@@ -165,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                 add_args(p)
             plugin_commands[name] = run
     args = parser.parse_args(argv)
+    assert config is not None  # without one, parse_args has printed help or the version and exited
     setup_logging(config.log_level)
 
     try:

@@ -1,5 +1,6 @@
 """The login in real headless Chromium: a form post to /login, sign-in and consent on the
-devnet PDS's own pages, back to /oauth/callback, ending logged in on the service."""
+devnet PDS's own pages, back to /oauth/callback, ending logged in on the service. The
+consent page is saved as consent.png and consent-details.png in the test's tmp dir."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
     return oauth_tls_config
 
 
-async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
+async def test_browser_login_ends_logged_in(app, tls_server, oauth_account, tmp_path):
     from playwright.async_api import async_playwright
 
     base = app.config.server.base_url
@@ -45,6 +46,24 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account):
             assert flow[0]["httpOnly"] and flow[0]["secure"] and flow[0]["sameSite"] == "Lax"
             await page.get_by_placeholder("Enter your password").fill(oauth_account["password"])
             await page.get_by_role("button", name="Sign in").click()
+            # The consent screen asks for the membership record only: none of the broad
+            # permissions transition:generic brings (Bluesky profile, posts, likes and
+            # follows; any public data; authenticated actions towards any service).
+            await page.get_by_role("button", name="Authorize").wait_for()
+            await page.screenshot(path=str(tmp_path / "consent.png"), full_page=True)
+            consent = await page.locator("body").inner_text()
+            for broad in ("Bluesky", "Manage your profile", "any public data", "Authenticate",
+                          "any service"):
+                assert broad not in consent, (broad, consent)
+            assert "Repository" in consent and "Publish changes" in consent
+            await page.get_by_role("button", name="Expand details").click()
+            await page.get_by_role("button", name="Close").wait_for()
+            await page.screenshot(path=str(tmp_path / "consent-details.png"), full_page=True)
+            details = await page.locator("body").inner_text()
+            granted = [line.split()[0] for line in details.splitlines()
+                       if line.startswith("community.") or line.startswith("app.bsky.")]
+            assert granted == ["community.commonroom.membership"], details
+            await page.get_by_role("button", name="Close").click()
             async with page.expect_navigation(url=base + "/users/me", timeout=30_000):
                 await page.get_by_role("button", name="Authorize").click()
             elapsed = time.perf_counter() - started

@@ -44,7 +44,8 @@ async def test_plain_http_loopback_base_url_uses_the_development_client(app, cli
 
 @pytest.mark.parametrize("config_overrides", [{
     **OFFLINE, "server": {"base_url": "https://rooms.example.com"},
-    "oauth": {"scope": "atproto repo:community.commonroom.membership", "client_name": "Rooms"}}])
+    "oauth": {"scope": "atproto repo:community.commonroom.membership", "client_name": "Rooms",
+              "fallback_scope": None}}])
 async def test_https_base_url_publishes_confidential_client_metadata(app, client):
     meta = (await client.get("/oauth-client-metadata.json")).json()
     assert meta == {

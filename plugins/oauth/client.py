@@ -3,7 +3,8 @@ development, the atproto loopback client).
 
 Discovery: handle or DID -> the user's PDS -> `/.well-known/oauth-protected-resource` ->
 the authorization server -> `/.well-known/oauth-authorization-server` (its `issuer` must
-be exactly the server's URL). Then PAR with PKCE S256, DPoP proofs signed with the
+be exactly the server's URL). Then PAR with PKCE S256 (asking for the granular scope, and
+for the fallback scope only if the server refuses that), DPoP proofs signed with the
 session's own ES256 key (server nonces remembered per origin; one retry on
 `use_dpop_nonce`), `private_key_jwt` client assertions, code exchange, refresh with
 rotation and revocation. All JOSE goes through joserfc.
@@ -108,6 +109,14 @@ class LoginTarget:
 
 
 @dataclass(frozen=True)
+class PushedAuthorization:
+    """A pushed authorization request: where to send the browser, and the scope asked for."""
+
+    request_uri: str
+    scope: str
+
+
+@dataclass(frozen=True)
 class TokenSet:
     access_token: str
     refresh_token: str | None
@@ -124,7 +133,14 @@ class OAuthClient:
         self.cfg = cfg
         self.keys = keys
         self.base_url = app.config.server.base_url.rstrip("/")
+        #: Asked for first: by default only what joining and leaving need.
         self.scope = " ".join((cfg.scope or default_scope(app.config.atproto.namespace)).split())
+        #: Asked for instead when the server refuses `scope` (None: never).
+        fallback = " ".join((cfg.fallback_scope or "").split())
+        self.fallback_scope = fallback if fallback and fallback != self.scope else None
+        #: Declared in the client metadata: a server grants only scopes declared there.
+        self.declared_scope = " ".join(dict.fromkeys(
+            [*self.scope.split(), *(self.fallback_scope or "").split()]))
         parts = urlsplit(self.base_url)
         #: Plain http: the atproto loopback development client (public, no keys).
         self.loopback = parts.scheme == "http"
@@ -136,7 +152,7 @@ class OAuthClient:
             port = f":{parts.port}" if parts.port else ""
             self.redirect_uri = f"http://{host}{port}{parts.path.rstrip('/')}{CALLBACK_PATH}"
             self.client_id = "http://localhost?" + urlencode(
-                {"redirect_uri": self.redirect_uri, "scope": self.scope})
+                {"redirect_uri": self.redirect_uri, "scope": self.declared_scope})
         else:
             self.redirect_uri = self.base_url + CALLBACK_PATH
             self.client_id = self.base_url + METADATA_PATH
@@ -153,7 +169,7 @@ class OAuthClient:
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "redirect_uris": [self.redirect_uri],
-            "scope": self.scope,
+            "scope": self.declared_scope,
             "dpop_bound_access_tokens": True,
         }
         if self.loopback:
@@ -336,9 +352,22 @@ class OAuthClient:
         return resp
 
     async def push_authorization(self, server: ServerMeta, key: ECKey, *, state: str,
-                                 challenge: str, login_hint: str | None) -> str:
-        """PAR: returns the request_uri to send the browser to."""
-        data = {"response_type": "code", "redirect_uri": self.redirect_uri, "scope": self.scope,
+                                 challenge: str, login_hint: str | None) -> PushedAuthorization:
+        """PAR with `scope`; if the server refuses that scope (a server without granular
+        scopes), once more with `fallback_scope`. The person is asked to approve only what
+        the accepted request names."""
+        try:
+            return await self._push(server, key, self.scope, state, challenge, login_hint)
+        except OAuthError as exc:
+            if self.fallback_scope is None or not _refuses_scope(exc):
+                raise
+            log.info("%s refused the scope %r (%s); asking for %r instead", server.issuer,
+                     self.scope, exc, self.fallback_scope)
+            return await self._push(server, key, self.fallback_scope, state, challenge, login_hint)
+
+    async def _push(self, server: ServerMeta, key: ECKey, scope: str, state: str, challenge: str,
+                    login_hint: str | None) -> PushedAuthorization:
+        data = {"response_type": "code", "redirect_uri": self.redirect_uri, "scope": scope,
                 "state": state, "code_challenge": challenge, "code_challenge_method": "S256"}
         if login_hint:
             data["login_hint"] = login_hint
@@ -347,7 +376,7 @@ class OAuthClient:
         if resp.status_code not in (200, 201) or not isinstance(body.get("request_uri"), str):
             raise OAuthError(str(body.get("error") or "par_failed"),
                              str(body.get("error_description") or resp.text[:200]), resp.status_code)
-        return body["request_uri"]
+        return PushedAuthorization(body["request_uri"], scope)
 
     def authorization_url(self, server: ServerMeta, request_uri: str) -> str:
         return server.authorization_endpoint + "?" + urlencode(
@@ -383,7 +412,17 @@ class OAuthClient:
 
 
 def default_scope(namespace: str) -> str:
-    return f"atproto repo:{namespace}.membership transition:generic"
+    """The granular scope: create, update and delete the membership record, nothing else."""
+    return f"atproto repo:{namespace}.membership"
+
+
+def _refuses_scope(exc: OAuthError) -> bool:
+    """Whether a PAR refusal is about the scope: ``invalid_scope`` (RFC 6749), or an
+    ``invalid_request`` that names the scope as the problem (what servers written before
+    granular scopes answer for a scope they do not know)."""
+    if exc.error == "invalid_scope":
+        return True
+    return exc.error == "invalid_request" and "scope" in exc.description.lower()
 
 
 def _json(resp: httpx.Response) -> dict[str, Any]:

@@ -9,9 +9,12 @@ from dataclasses import dataclass
 class OAuthConfig:
     #: Shown by the authorization server on its consent screen.
     client_name: str = "Commonroom"
-    #: Space-separated scopes to request. None: "atproto repo:<namespace>.membership
-    #: transition:generic" with `atproto.namespace`.
+    #: Space-separated scopes to request. None: "atproto repo:<namespace>.membership" with
+    #: `atproto.namespace` (only what joining and leaving need).
     scope: str | None = None
+    #: Requested instead when the authorization server refuses `scope` (one without
+    #: granular scopes). Also declared in the client metadata. None or "": never fall back.
+    fallback_scope: str | None = "atproto transition:generic"
     #: PEM-encoded ES256 (P-256) private keys for private_key_jwt; the first signs, all are
     #: published in the JWKS (list the new key first, keep the old one until it is unused).
     #: Empty: one key is generated into <state_dir>/oauth_client_key.pem on first run.

@@ -186,7 +186,7 @@ class LoginHandler(BrowserFacing):
         verifier, challenge = pkce_pair()
         dpop_key = new_dpop_key()
         try:
-            request_uri = await client.push_authorization(
+            pushed = await client.push_authorization(
                 target.server, dpop_key, state=state, challenge=challenge, login_hint=target.login_hint)
         except OAuthError as exc:
             log.warning("PAR at %s refused: %s", target.server.issuer, exc)
@@ -201,7 +201,7 @@ class LoginHandler(BrowserFacing):
                 tx, state_hash=state_hash, issuer=target.server.issuer,
                 server_meta=target.server.to_json(), expected_did=target.did,
                 pds_url=target.pds_url, redirect_uri=client.redirect_uri,
-                client_id=client.client_id, scope=client.scope,
+                client_id=client.client_id, scope=pushed.scope,
                 verifier_sealed=seal(verifier, f"oauth_flows.verifier:{state_hash}"),
                 dpop_key_sealed=seal(dump_private(dpop_key), f"oauth_flows.dpop_key:{state_hash}"),
                 return_to=return_to, browser_hash=hash_nonce(nonce), now=now,
@@ -209,7 +209,7 @@ class LoginHandler(BrowserFacing):
         # One login at a time per browser: a newer login replaces the cookie of an older one.
         self.set_cookie(FLOW_COOKIE, nonce, max_age=client.cfg.flow_timeout_seconds + 60,
                         **flow_cookie_options(self))
-        url = client.authorization_url(target.server, request_uri)
+        url = client.authorization_url(target.server, pushed.request_uri)
         if self.is_form():
             self.redirect(url)
         else:

@@ -1,0 +1,68 @@
+"""Secrets never reach the logs.
+
+`RedactSecrets` is a `logging.Filter` that `daemon.main.setup_logging` puts on every
+handler of the root logger, so it covers every logger (the access log, the OAuth login,
+plugins, libraries), not only the lines this service writes itself. It rewrites each
+record's formatted message and traceback with `redact`. What it hides (docs/operations.md):
+
+* the value of a URL query, form or ``key=value`` parameter whose name is one of
+  `SECRET_NAMES` or ends in ``token``, ``secret``, ``password`` or ``key`` (any case,
+  ``_``/``-`` ignored): the OAuth callback's ``code`` and ``state``, ``access_token``,
+  ``api_key`` ...;
+* the same names as JSON members (``"refresh_token": "..."``);
+* API keys (``cr_`` + 64 hex digits) and ``Bearer``/``DPoP`` credentials wherever they appear.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+REDACTED = "[redacted]"
+
+#: Parameter names whose values are always hidden, besides any name that ends in one of
+#: `SECRET_SUFFIXES`.
+SECRET_NAMES = ("code", "state", "code_verifier", "client_assertion", "sid", "csrf", "nonce",
+                "dpop", "authorization", "credential", "credentials", "passphrase")
+SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "key")
+
+_NAME = (r"(?:" + "|".join(SECRET_NAMES) + r"|[A-Za-z0-9_.-]*?(?:"
+         + "|".join(SECRET_SUFFIXES) + r"))")
+# name=value in a URL query, a form body or free text; the name must not continue a longer
+# word (status_code=200 is not the `code` parameter).
+_PARAM = re.compile(r"(?<![A-Za-z0-9_.-])(" + _NAME + r")(=)([^&\s#\"'<>;,]+)", re.IGNORECASE)
+_JSON_MEMBER = re.compile(r"(\"" + _NAME + r"\"\s*:\s*\")((?:[^\"\\]|\\.)*)(\")", re.IGNORECASE)
+_API_KEY = re.compile(r"\bcr_[0-9a-fA-F]{64}\b")
+_AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact(text: str) -> str:
+    """`text` with every secret it holds replaced by ``[redacted]``."""
+    if "=" in text:
+        text = _PARAM.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+    if '"' in text:
+        text = _JSON_MEMBER.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    if "cr_" in text:
+        text = _API_KEY.sub(REDACTED, text)
+    if "Bearer" in text or "DPoP" in text:
+        text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return text
+
+
+class RedactSecrets(logging.Filter):
+    """Rewrites every record it sees so that no secret is written (see the module doc)."""
+
+    _formatter = logging.Formatter()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message or record.args:
+            record.msg, record.args = cleaned, ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        return True
