@@ -81,6 +81,31 @@ def migration_components(pm: pluggy.PluginManager) -> list[tuple[str, str | Path
     return components
 
 
+def state_files(config: Config, pm: pluggy.PluginManager) -> list[str]:
+    """The generated key files plugins declare (`cr_state_files`)."""
+    return [name for names in pm.hook.cr_state_files(config=config) for name in (names or [])]
+
+
+async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginManager) -> list[Any]:
+    """Apply pending migrations; an existing database is backed up completely first
+    (`storage.pre_migration_backups`), so an upgrade can always be undone."""
+    from daemon import backup
+    from store.migrate import pending
+
+    components = migration_components(pm)
+    keep = config.storage.pre_migration_backups
+    plan, existing = await pending(db, components)
+    if plan and existing and keep:
+        parent = config.state_dir / "backups"
+        dest = parent / f"pre-migrate-{backup.stamp()}"
+        await asyncio.to_thread(backup.backup, config.database_path, config.state_dir, dest,
+                                declared_files=state_files(config, pm),
+                                secret_key_configured=bool(config.secret_key))
+        await asyncio.to_thread(backup.prune, parent, keep, "pre-migrate-")
+        log.warning("backed up %s to %s before applying %d migration(s)", config.database_path, dest, len(plan))
+    return await migrate(db, components)
+
+
 def load_secret_key(config: Config) -> SecretBox:
     """The key that seals secrets at rest: from config, or generated into the state dir."""
     previous = tuple(parse_key(k) for k in config.previous_secret_keys)
@@ -249,7 +274,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
                   busy_timeout_ms=config.storage.busy_timeout_ms)
     await db.open()
     try:
-        await migrate(db, migration_components(pm))
+        await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
         routes: list[tuple] = [(r"/health", HealthHandler)]
         for contributed in pm.hook.cr_routes(app=app):

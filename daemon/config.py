@@ -51,6 +51,11 @@ class StorageConfig:
     database: str = "commonroom.sqlite3"
     read_connections: int = 2
     busy_timeout_ms: int = 5000
+    pre_migration_backups: int = 3
+
+    def __post_init__(self) -> None:
+        if self.pre_migration_backups < 0:
+            raise ConfigError("must be 0 (off) or more", "storage.pre_migration_backups")
 
 
 @dataclass(frozen=True)

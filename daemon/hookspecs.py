@@ -30,6 +30,7 @@ import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
+    from daemon.config import Config
     from daemon.events import Event
     from daemon.http import BaseHandler, Principal
     from store.db import Transaction
@@ -145,6 +146,18 @@ def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
 
 
 # ------------------------------------------------------------------ command line
+
+
+@hookspec
+def cr_state_files(config: "Config") -> list[str] | None:
+    """Name the files a plugin generates in the state directory that a backup must hold
+    for the database to be usable elsewhere (keys, not caches).
+
+    :param config: the loaded configuration (``config.state_dir`` is the directory).
+    :return: plain file names inside ``config.state_dir``, or None. All results are
+        collected; files that do not exist are skipped. ``commonroom backup`` copies them
+        and ``commonroom restore`` puts them back.
+    """
 
 
 @hookspec
