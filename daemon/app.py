@@ -19,6 +19,7 @@ from daemon.clock import Clock
 from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
 from daemon.lean import LeanDelegate, LeanHandler
+from daemon.metrics import Metrics, MetricsHandler
 from daemon.plugins import build_plugin_manager, call_hook
 from daemon.ratelimit import RateLimiter
 from daemon.routing import RouteTable
@@ -147,6 +148,7 @@ class Application(tornado.web.Application):
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
+        self.metrics = Metrics(self)
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -259,6 +261,7 @@ class Application(tornado.web.Application):
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         status = handler.get_status()
+        self.metrics.record_request(handler, status, handler.request.request_time())
         level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
         if not _access_log.isEnabledFor(level):
             return
@@ -276,7 +279,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
     try:
         await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
-        routes: list[tuple] = [(r"/health", HealthHandler)]
+        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler)]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]
@@ -284,6 +287,10 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
+        app.metrics.name_routes(routes)
+        for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
+            if refresh is not None:
+                app.metrics.add_refresh(refresh)
         if start:
             from daemon.sessions import expire_sessions_pass
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))

@@ -24,7 +24,7 @@ Ordering: pluggy calls the last registered plugin first. Use ``tryfirst=True`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import pluggy
 
@@ -146,6 +146,20 @@ def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
 
 
 # ------------------------------------------------------------------ command line
+
+
+@hookspec
+def cr_metrics(app: "Application", registry: Any) -> Callable[[], Awaitable[None]] | None:
+    """Add a plugin's metrics to ``/metrics``. Called once, after the routes are built and
+    before ``cr_startup``.
+
+    :param app: the application (keep what you need to update the metrics later).
+    :param registry: the app's ``prometheus_client.CollectorRegistry``: pass it as
+        ``registry=`` to the ``Counter``/``Gauge``/``Histogram`` you create. Name metrics
+        ``commonroom_<plugin>_...``; keep label values bounded.
+    :return: None, or an async function with no arguments that is awaited before every
+        scrape (to set gauges from the database, for example). All results are collected.
+    """
 
 
 @hookspec

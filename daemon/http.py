@@ -242,6 +242,7 @@ class RequestLogic:
                 decision = self.app.ratelimiter.hit(f"authfail:{self.client_ip()}", limits.requests,
                                                     limits.window_seconds)
                 if not decision.allowed:
+                    self.app.metrics.record_rate_limited("failed_auth")
                     raise ApiError(429, "rate_limited",
                                    f"Too many failed authentication attempts; try again in "
                                    f"{decision.retry_after_seconds} s.",
@@ -290,6 +291,7 @@ class RequestLogic:
     def apply_rate_limit(self) -> None:
         limits = self.app.config.rate_limits
         decision = None
+        scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
         if self.rate_limit == "auth":
             decision = self.app.ratelimiter.hit(f"auth:{self.client_ip()}", limits.auth.requests,
                                                 limits.auth.window_seconds)
@@ -306,6 +308,7 @@ class RequestLogic:
         for k, v in headers.items():
             self.put_header(k, v)
         if not decision.allowed:
+            self.app.metrics.record_rate_limited(scope)
             raise ApiError(429, "rate_limited",
                            f"Too many requests; try again in {decision.retry_after_seconds} s.",
                            details={"retryAfter": decision.retry_after_seconds})
