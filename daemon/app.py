@@ -19,6 +19,7 @@ from daemon.clock import Clock
 from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
 from daemon.lean import LeanDelegate, LeanHandler
+from daemon.metrics import Metrics, MetricsHandler
 from daemon.plugins import build_plugin_manager, call_hook
 from daemon.ratelimit import RateLimiter
 from daemon.routing import RouteTable
@@ -81,6 +82,31 @@ def migration_components(pm: pluggy.PluginManager) -> list[tuple[str, str | Path
     return components
 
 
+def state_files(config: Config, pm: pluggy.PluginManager) -> list[str]:
+    """The generated key files plugins declare (`cr_state_files`)."""
+    return [name for names in pm.hook.cr_state_files(config=config) for name in (names or [])]
+
+
+async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginManager) -> list[Any]:
+    """Apply pending migrations; an existing database is backed up completely first
+    (`storage.pre_migration_backups`), so an upgrade can always be undone."""
+    from daemon import backup
+    from store.migrate import pending
+
+    components = migration_components(pm)
+    keep = config.storage.pre_migration_backups
+    plan, existing = await pending(db, components)
+    if plan and existing and keep:
+        parent = config.state_dir / "backups"
+        dest = parent / f"pre-migrate-{backup.stamp()}"
+        await asyncio.to_thread(backup.backup, config.database_path, config.state_dir, dest,
+                                declared_files=state_files(config, pm),
+                                secret_key_configured=bool(config.secret_key))
+        await asyncio.to_thread(backup.prune, parent, keep, "pre-migrate-")
+        log.warning("backed up %s to %s before applying %d migration(s)", config.database_path, dest, len(plan))
+    return await migrate(db, components)
+
+
 def load_secret_key(config: Config) -> SecretBox:
     """The key that seals secrets at rest: from config, or generated into the state dir."""
     previous = tuple(parse_key(k) for k in config.previous_secret_keys)
@@ -122,6 +148,7 @@ class Application(tornado.web.Application):
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
+        self.metrics = Metrics(self)
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -234,6 +261,7 @@ class Application(tornado.web.Application):
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         status = handler.get_status()
+        self.metrics.record_request(handler, status, handler.request.request_time())
         level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
         if not _access_log.isEnabledFor(level):
             return
@@ -249,9 +277,9 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
                   busy_timeout_ms=config.storage.busy_timeout_ms)
     await db.open()
     try:
-        await migrate(db, migration_components(pm))
+        await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
-        routes: list[tuple] = [(r"/health", HealthHandler)]
+        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler)]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]
@@ -259,6 +287,10 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
+        app.metrics.name_routes(routes)
+        for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
+            if refresh is not None:
+                app.metrics.add_refresh(refresh)
         if start:
             from daemon.sessions import expire_sessions_pass
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))

@@ -51,6 +51,11 @@ class StorageConfig:
     database: str = "commonroom.sqlite3"
     read_connections: int = 2
     busy_timeout_ms: int = 5000
+    pre_migration_backups: int = 3
+
+    def __post_init__(self) -> None:
+        if self.pre_migration_backups < 0:
+            raise ConfigError("must be 0 (off) or more", "storage.pre_migration_backups")
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,25 @@ class AtprotoConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """`/metrics` (Prometheus text format). Closed unless an address range or a token
+    opens it. See docs/operations.md, "Metrics"."""
+    enabled: bool = True
+    allow_from: tuple[str, ...] = ()
+    bearer_token: str | None = None
+
+    def __post_init__(self) -> None:
+        import ipaddress
+        for i, entry in enumerate(self.allow_from):
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ConfigError("expected an IP address or CIDR range", f"metrics.allow_from[{i}]") from None
+        if self.bearer_token is not None and len(self.bearer_token) < 16:
+            raise ConfigError("use at least 16 characters", "metrics.bearer_token")
+
+
+@dataclass(frozen=True)
 class PluginsConfig:
     disabled: tuple[str, ...] = ()
 
@@ -121,6 +145,7 @@ class Config:
     sessions: SessionsConfig = SessionsConfig()
     atproto: AtprotoConfig = AtprotoConfig()
     plugins: PluginsConfig = PluginsConfig()
+    metrics: MetricsConfig = MetricsConfig()
     log_level: LogLevel = "info"
     # Not keys of the file: where it was read from, and the plugins' own sections.
     base_dir: str = field(default=".", metadata={"internal": True})

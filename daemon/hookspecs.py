@@ -24,12 +24,13 @@ Ordering: pluggy calls the last registered plugin first. Use ``tryfirst=True`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
+    from daemon.config import Config
     from daemon.events import Event
     from daemon.http import BaseHandler, Principal
     from store.db import Transaction
@@ -145,6 +146,32 @@ def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
 
 
 # ------------------------------------------------------------------ command line
+
+
+@hookspec
+def cr_metrics(app: "Application", registry: Any) -> Callable[[], Awaitable[None]] | None:
+    """Add a plugin's metrics to ``/metrics``. Called once, after the routes are built and
+    before ``cr_startup``.
+
+    :param app: the application (keep what you need to update the metrics later).
+    :param registry: the app's ``prometheus_client.CollectorRegistry``: pass it as
+        ``registry=`` to the ``Counter``/``Gauge``/``Histogram`` you create. Name metrics
+        ``commonroom_<plugin>_...``; keep label values bounded.
+    :return: None, or an async function with no arguments that is awaited before every
+        scrape (to set gauges from the database, for example). All results are collected.
+    """
+
+
+@hookspec
+def cr_state_files(config: "Config") -> list[str] | None:
+    """Name the files a plugin generates in the state directory that a backup must hold
+    for the database to be usable elsewhere (keys, not caches).
+
+    :param config: the loaded configuration (``config.state_dir`` is the directory).
+    :return: plain file names inside ``config.state_dir``, or None. All results are
+        collected; files that do not exist are skipped. ``commonroom backup`` copies them
+        and ``commonroom restore`` puts them back.
+    """
 
 
 @hookspec

@@ -269,6 +269,7 @@ class RequestLogic:
                 decision = self.app.ratelimiter.hit(f"authfail:{self.client_ip()}", limits.requests,
                                                     limits.window_seconds)
                 if not decision.allowed:
+                    self.app.metrics.record_rate_limited("failed_auth")
                     raise ApiError(429, "rate_limited",
                                    f"Too many failed authentication attempts; try again in "
                                    f"{decision.retry_after_seconds} s.",
@@ -317,6 +318,7 @@ class RequestLogic:
     def apply_rate_limit(self) -> None:
         limits = self.app.config.rate_limits
         decision = None
+        scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
         if self.rate_limit == "auth":
             decision = self.app.ratelimiter.hit(f"auth:{self.client_ip()}", limits.auth.requests,
                                                 limits.auth.window_seconds)
@@ -333,6 +335,7 @@ class RequestLogic:
         for k, v in headers.items():
             self.put_header(k, v)
         if not decision.allowed:
+            self.app.metrics.record_rate_limited(scope)
             raise ApiError(429, "rate_limited",
                            f"Too many requests; try again in {decision.retry_after_seconds} s.",
                            details={"retryAfter": decision.retry_after_seconds})

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from daemon import __version__
+from daemon.backup import BackupError, state_lock
 from daemon.config import ConfigError
 from daemon.http import request_id_var
 from daemon.plugins import PluginError, call_hook
@@ -49,6 +50,12 @@ def setup_logging(level: str) -> None:
 
 
 async def serve(config: Any, pm: Any) -> int:
+    # One daemon (or one restore) per state directory at a time.
+    with state_lock(config.state_dir, "starting another daemon on it"):
+        return await _serve(config, pm)
+
+
+async def _serve(config: Any, pm: Any) -> int:
     from tornado.httpserver import HTTPServer
 
     from daemon.app import create_app
@@ -91,40 +98,59 @@ async def serve(config: Any, pm: Any) -> int:
 
 
 async def run_migrate(config: Any, pm: Any) -> int:
-    from daemon.app import migration_components
+    from daemon.app import migrate_with_backup
     from store.db import Database
-    from store.migrate import migrate
 
     db = Database(config.database_path)
     await db.open()
     try:
-        applied = await migrate(db, migration_components(pm))
+        applied = await migrate_with_backup(db, config, pm)
     finally:
         await db.close()
     print(f"{len(applied)} migration(s) applied to {config.database_path}")
     return 0
 
 
-async def run_backup(config: Any, destination: str) -> int:
-    """Copy the live database with SQLite's online backup API (consistent, no downtime)."""
-    import sqlite3
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def run_backup(config: Any, pm: Any, args: argparse.Namespace) -> int:
+    """A complete backup (database, key files, manifest) while the daemon runs."""
     from pathlib import Path
 
-    dest = Path(destination)
-    if dest.exists():
-        print(f"commonroom: {dest} exists; refusing to overwrite it", file=sys.stderr)
-        return 1
+    from daemon import backup
+    from daemon.app import state_files
 
-    def copy() -> None:
-        src = sqlite3.connect(f"file:{config.database_path}?mode=ro", uri=True)
-        out = sqlite3.connect(dest)
-        with out:
-            src.backup(out)
-        out.close()
-        src.close()
+    if (args.destination is None) == (args.into is None):
+        print("commonroom backup: give either DESTINATION or --into DIR", file=sys.stderr)
+        return 2
+    dest = Path(args.destination) if args.destination else Path(args.into) / f"commonroom-{backup.stamp()}"
+    result = await asyncio.to_thread(
+        backup.backup, config.database_path, config.state_dir, dest,
+        declared_files=state_files(config, pm), secret_key_configured=bool(config.secret_key),
+        progress=_progress)
+    if config.secret_key:
+        _progress("note: secret_key is set in the configuration, not generated: back it up separately "
+                  "(without it the stored credentials cannot be decrypted)")
+    if args.into and args.keep:
+        for gone in await asyncio.to_thread(backup.prune, Path(args.into), args.keep, "commonroom-"):
+            _progress(f"removed the old backup {gone}")
+    print(result.path)
+    return 0
 
-    await asyncio.to_thread(copy)
-    print(f"backed up {config.database_path} to {dest}")
+
+async def run_restore(config: Any, pm: Any, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from daemon import backup
+    from daemon.app import migration_components
+    from store.migrate import newest_versions
+
+    await asyncio.to_thread(
+        backup.restore, Path(args.source), config.state_dir, config.storage.database,
+        newest_versions(migration_components(pm)), secret_key_configured=bool(config.secret_key),
+        progress=_progress)
     return 0
 
 
@@ -179,8 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("serve", help="migrate the database and serve HTTP until SIGTERM")
     sub.add_parser("migrate", help="apply pending database migrations and exit")
     sub.add_parser("check-config", help="validate the configuration and exit")
-    backup = sub.add_parser("backup", help="copy the database to a new file while the daemon runs")
-    backup.add_argument("destination")
+    backup = sub.add_parser(
+        "backup", help="write a complete backup (database, key files, manifest) while the daemon runs",
+        description="Write a complete backup into a new directory: the database (SQLite's online "
+                    "backup API), the generated key files and a manifest with checksums.")
+    backup.add_argument("destination", nargs="?", help="the new directory to write")
+    backup.add_argument("--into", metavar="DIR", help="write a time-stamped backup inside DIR instead")
+    backup.add_argument("--keep", type=int, default=0, metavar="N",
+                        help="with --into: keep only the newest N backups there")
+    restore = sub.add_parser(
+        "restore", help="restore a backup into a fresh state directory (daemon stopped)",
+        description="Check a backup (manifest, checksums, integrity, schema versions) and restore "
+                    "it into the configured state directory, which must hold no database yet.")
+    restore.add_argument("source", help="a directory written by `commonroom backup`")
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
@@ -202,13 +239,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "migrate":
             return asyncio.run(run_migrate(config, pm))
         if args.command == "backup":
-            return asyncio.run(run_backup(config, args.destination))
+            return asyncio.run(run_backup(config, pm, args))
+        if args.command == "restore":
+            return asyncio.run(run_restore(config, pm, args))
         if args.command == "serve":
             return asyncio.run(serve(config, pm))
         return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))
     except ConfigError as exc:
         print(f"commonroom: configuration error: {exc}", file=sys.stderr)
         return 2
+    except BackupError as exc:
+        print(f"commonroom: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         from store.migrate import NewerSchemaError
         if isinstance(exc, NewerSchemaError):

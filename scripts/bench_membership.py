@@ -14,6 +14,8 @@ is not installed here). Measured in the same run, against the same server proces
   (same headers and bodies, a path of the same length);
 * ``check``: POST /api/v1/communities/:did/membership/check (API key, JSON body),
   alternating members and non-members of the 100k community;
+* ``check-nometrics``: the same, served by a second application in the same process with
+  ``metrics.enabled: false``: ``check / check-nometrics`` is what recording metrics costs;
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
   (keyset cursor of the 89,900th member).
 
@@ -64,7 +66,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
+def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -> None:
     pin(0)
     import tornado.web
     from tornado.httpserver import HTTPServer
@@ -96,10 +98,17 @@ def build(state: Path, port: int, bare_port: int, ready: Any) -> None:
             self.json_body()
             self.send_json({"isMember": True, "isAdmin": False, "isPending": False})
 
+    # The same service with metrics off, to measure what recording them costs.
+    pm_plain = build_plugin_manager((), (), load_entry_points=False)
+    config_plain = Config.from_mapping({**raw, "metrics": {"enabled": False}}, base_dir=state,
+                                       plugin_sections=plugin_sections(pm_plain))
+
     async def main() -> None:
         import logging
         logging.basicConfig(level=logging.WARNING)
         app = await create_app(config, pm)
+        plain = await create_app(config_plain, pm_plain)
+        HTTPServer(plain).listen(plain_port, "127.0.0.1")
         app.add_handlers(r".*", [(r"/bench/floor/.*", Floor)])
         HTTPServer(app).listen(port, "127.0.0.1")
         HTTPServer(tornado.web.Application([(r"/.*", Bare)])).listen(bare_port, "127.0.0.1")
@@ -260,10 +269,10 @@ def main() -> int:
         seeded = asyncio.run(seed(state))
         print(f"seeded {MEMBERS} members + {COMMUNITIES + 1} communities in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
-        port, bare_port = free_port(), free_port()
+        port, bare_port, plain_port = free_port(), free_port(), free_port()
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Event()
-        server = ctx.Process(target=build, args=(state, port, bare_port, ready), daemon=True)
+        server = ctx.Process(target=build, args=(state, port, bare_port, plain_port, ready), daemon=True)
         server.start()
         if not ready.wait(60):
             raise SystemExit("the server did not start")
@@ -278,6 +287,7 @@ def main() -> int:
         scenarios = [("bare", bare_port, checks),
                      ("floor", port, floors),
                      ("check", port, checks),
+                     ("check-nometrics", plain_port, checks),
                      ("page1", port, page1),
                      ("page900", port, page900)]
         measure("warmup", port, checks, 2, 4, 1)
@@ -296,6 +306,7 @@ def main() -> int:
             return per_round[len(per_round) // 2]
 
         paired = {"check/bare": ratio("check", "bare"), "floor/bare": ratio("floor", "bare"),
+                  "check/check-nometrics": ratio("check", "check-nometrics"),
                   "page1/page900": ratio("page1", "page900")}
         results = []
         for name, runs in rounds.items():
@@ -309,7 +320,7 @@ def main() -> int:
             by_name["server_busy_min"] = min(x["server_busy"] for x in runs)
         print("\nmedians:")
         for r in results:
-            print(f"{r['name']:>8}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
+            print(f"{r['name']:>15}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
                   f"server {r['server_us_per_request_median']:.0f} µs CPU/req, busy ≥{100 * r['server_busy_min']:.0f}%  "
                   f"(rounds: {r['all_rps']})")
         print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "

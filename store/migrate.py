@@ -68,9 +68,31 @@ def discover(component: str, directory: str | Path) -> list[Migration]:
     return out
 
 
+def newest_versions(components: Iterable[tuple[str, str | Path]]) -> dict[str, int]:
+    """Each component's newest schema version that this code knows."""
+    return {component: max((m.version for m in discover(component, directory)), default=0)
+            for component, directory in components}
+
+
+async def pending(db: Database, components: Iterable[tuple[str, str | Path]]) -> tuple[list[Migration], bool]:
+    """The migrations `migrate` would apply, and whether the database holds any applied
+    one already (False for a new database)."""
+    await db.executescript(_BOOTSTRAP)
+    plan = await _plan(db, components)
+    return plan, bool(await db.fetchval("SELECT COUNT(*) FROM schema_migrations"))
+
+
 async def migrate(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
     """Apply pending migrations of every component; return those applied."""
     await db.executescript(_BOOTSTRAP)
+    plan = await _plan(db, components)
+    for m in plan:
+        await _apply(db, m)
+        log.info("applied migration %s/%04d_%s", m.component, m.version, m.name)
+    return plan
+
+
+async def _plan(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
     plan: list[Migration] = []
     for component, directory in components:
         known = discover(component, directory)
@@ -90,9 +112,6 @@ async def migrate(db: Database, components: Iterable[tuple[str, str | Path]]) ->
                                 component, m.version, m.name)
                 continue
             plan.append(m)
-    for m in plan:
-        await _apply(db, m)
-        log.info("applied migration %s/%04d_%s", m.component, m.version, m.name)
     return plan
 
 

@@ -219,3 +219,11 @@ async def delivery_counts(db: Database, webhook_id: str) -> dict[str, int]:
         "SELECT status, COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ? GROUP BY status",
         (webhook_id,))
     return {r["status"]: r["n"] for r in rows}
+
+
+async def queue_stats(db: Database) -> tuple[int, str | None]:
+    """(pending deliveries, the oldest pending one's created_at) for the metrics."""
+    row = await db.fetchone(
+        "SELECT q.depth, (SELECT created_at FROM webhook_deliveries WHERE id = q.head) AS oldest FROM "
+        "(SELECT COUNT(*) AS depth, MIN(id) AS head FROM webhook_deliveries WHERE status = 'pending') q")
+    return (int(row["depth"]), row["oldest"]) if row else (0, None)

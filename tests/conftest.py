@@ -7,6 +7,7 @@ import asyncio
 import copy
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,11 @@ from store.migrate import migrate
 from tests.helpers import Client, login_as, serve_app  # noqa: F401  (login_as re-exported for tests)
 
 REPO = Path(__file__).resolve().parent.parent
+# The example plugin (examples/commonroom-hello) is installed for the tests only, into
+# .test-plugins (scripts/setup --test): on sys.path here, its entry point is discovered.
+TEST_PLUGINS = REPO / ".test-plugins"
+if TEST_PLUGINS.is_dir() and str(TEST_PLUGINS) not in sys.path:
+    sys.path.append(str(TEST_PLUGINS))
 
 # Every tests/fixtures_<area>.py is a pytest plugin module with that area's fixtures.
 pytest_plugins = sorted(f"tests.{p.stem}" for p in Path(__file__).parent.glob("fixtures_*.py"))

@@ -140,3 +140,20 @@ async def test_periodic_background_work_survives_a_failing_pass(app):
         await asyncio.sleep(0.01)
     task.cancel()
     assert calls[:3] == [True, False, False]
+
+
+def test_the_service_does_not_load_the_example_plugin():
+    """`scripts/serve` runs `.venv`'s commonroom: the example plugin, installed for the tests
+    only, must not be among its plugins (the test process itself has it on its path)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    code = ("from daemon.app import load_config\nfrom daemon.plugins import plugin_names\n"
+            "config, pm = load_config('config.yaml')\nprint(','.join(plugin_names(pm)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                            timeout=60, env={k: v for k, v in __import__("os").environ.items()
+                                             if k not in ("PYTHONPATH", "COMMONROOM_EXTRA_PLUGINS")})
+    assert result.returncode == 0, result.stderr
+    names = result.stdout.strip().split(",")
+    assert "communities" in names and "hello" not in names

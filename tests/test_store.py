@@ -127,11 +127,11 @@ def test_online_backup_copies_a_consistent_database(tmp_path):
     cli = lambda *a: subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), *a],
                                     capture_output=True, text=True, cwd=REPO, timeout=60)
     assert cli("migrate").returncode == 0
-    result = cli("backup", str(tmp_path / "copy.sqlite3"))
+    result = cli("backup", str(tmp_path / "copy"))
     assert result.returncode == 0, result.stderr
-    with sqlite3.connect(tmp_path / "copy.sqlite3") as conn:
+    with sqlite3.connect(tmp_path / "copy" / "commonroom.sqlite3") as conn:
         assert conn.execute("SELECT count(*) FROM schema_migrations WHERE component='core'").fetchone()[0] >= 1
-    assert cli("backup", str(tmp_path / "copy.sqlite3")).returncode == 1  # never overwrites
+    assert cli("backup", str(tmp_path / "copy")).returncode == 1  # never overwrites
 
 
 async def test_keyed_locks_serialise_per_key_and_forget_idle_keys():

@@ -13,12 +13,14 @@ import email.utils
 import json as jsonlib
 import logging
 import random
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from daemon.atproto.syntax import new_tid
 from daemon.http import ApiError
+from daemon.metrics import outbound_call_label
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -121,6 +123,10 @@ def _error_from_response(resp: Any, nsid: str) -> PdsError:
     return PdsError(message, pds_status=resp.status_code, pds_error=name, nsid=nsid)
 
 
+def _outcome(status: int) -> str:
+    return "ok" if status < 400 else "client_error" if status < 500 else "server_error"
+
+
 async def request(app: Application, method: str, url: str, *, what: str = "PDS",
                   label: str | None = None, **kw: Any) -> Any:
     """One HTTP request with the retry policy; the final `httpx.Response` (any status).
@@ -135,15 +141,21 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
     cfg = app.config.atproto
     label = label or url
     attempts = max(0, cfg.max_retries) + 1
+    call = outbound_call_label(label, what)
     for attempt in range(attempts):
         last_try = attempt + 1 >= attempts
+        started = time.perf_counter()
         try:
             resp = await app.http.request(method, url, timeout=cfg.request_timeout_seconds, **kw)
+            app.metrics.record_outbound(call, _outcome(resp.status_code), time.perf_counter() - started)
         except RequestRefused as exc:  # the SSRF guard: retrying cannot help
+            app.metrics.record_outbound(call, "refused", time.perf_counter() - started)
             base = urlsplit(url)
             raise PdsError(f"the {what} at {base.scheme}://{base.netloc} is not reachable from "
                            f"this service: {exc.reason}", nsid=label) from None
         except httpx.TransportError as exc:  # connect/read/write errors and timeouts
+            app.metrics.record_outbound(call, "timeout" if isinstance(exc, httpx.TimeoutException)
+                                        else "transport_error", time.perf_counter() - started)
             reason = "timed out" if isinstance(exc, httpx.TimeoutException) else \
                 (str(exc) or type(exc).__name__)
             if last_try:

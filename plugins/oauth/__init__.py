@@ -10,6 +10,7 @@ from daemon.sessions import SID_COOKIE, authenticate_session
 from plugins.oauth import handlers
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.grants import oauth_state
+from plugins.oauth.keys import GENERATED_KEY_FILE
 
 
 @hookimpl
@@ -28,6 +29,12 @@ def cr_config_section() -> tuple[str, type]:
 @hookimpl
 def cr_migrations() -> tuple[str, str]:
     return ("oauth", str(Path(__file__).parent / "migrations"))
+
+
+@hookimpl
+def cr_state_files(config: Any) -> list[str]:
+    # The generated client key: without it, a restored service is a new OAuth client.
+    return [] if config.plugin("oauth").signing_keys else [GENERATED_KEY_FILE]
 
 
 @hookimpl

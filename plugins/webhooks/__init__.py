@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
-from plugins.webhooks import delivery, handlers
+from plugins.webhooks import delivery, handlers, metrics
 from plugins.webhooks.settings import WebhooksConfig, check
 
 
@@ -24,6 +24,12 @@ def cr_migrations() -> tuple[str, str]:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_metrics(app: Any, registry: Any) -> Any:
+    app.state[metrics.STATE_KEY] = m = metrics.WebhookMetrics(app, registry)
+    return m.refresh
 
 
 @hookimpl

@@ -31,7 +31,7 @@ from daemon.clock import iso
 from daemon.events import Event
 from daemon.netguard import Guard, GuardedBackend
 from plugins.communities.access import app_can_see_tx
-from plugins.webhooks import signing
+from plugins.webhooks import metrics, signing
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
 from store.db import Row, Transaction
@@ -373,6 +373,7 @@ class Dispatcher:
             return
         async with self.app.db.transaction("webhooks.delivered") as tx:
             await store.mark_delivered_tx(tx, webhook_id, delivered)
+        metrics.record(self.app, "delivered", len(delivered))
         delivered.clear()
 
     async def _attempt(self, hook: Hook, row: Row) -> Outcome:
@@ -422,6 +423,7 @@ class Dispatcher:
                 await store.mark_retry_tx(tx, row["id"], status_code=outcome.status_code,
                                           error=outcome.error or "", attempted_at=attempted_at,
                                           next_attempt_at=next_at)
+            metrics.record(self.app, "retry")
             log.info("webhook %s: delivery %s attempt %d failed (%s); next in %.0f s",
                      hook.id, row["id"], attempt, outcome.error, next_at - now)
             return next_at, False
@@ -443,6 +445,7 @@ class Dispatcher:
                           f"{outcome.error}. Fix the endpoint, then set active to true.")
             if reason is not None:
                 await store.disable_webhook_tx(tx, hook.id, reason, attempted_at)
+        metrics.record(self.app, "failed")
         log.warning("webhook %s: delivery %s failed: %s", hook.id, row["id"], error)
         if reason is not None:
             log.warning("webhook %s disabled: %s", hook.id, reason)

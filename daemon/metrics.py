@@ -1,0 +1,179 @@
+"""Prometheus metrics (docs/operations.md, "Metrics").
+
+One registry per Application (never the process-global one, so tests and several apps in
+one process do not mix). The core counts requests by route template, method and status
+with a latency histogram, rate-limit refusals, PDS calls and the database's size; plugins
+add their own through the `cr_metrics` hook (the webhooks plugin adds its queue).
+
+Recording is on the hot path of every request, so it is one dict lookup and two increments:
+the labelled children are made once per (route, method, status) and kept.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from daemon.http import ApiError, BaseHandler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_PDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+UNMATCHED = "unmatched"
+
+Refresh = Callable[[], Awaitable[None]]
+
+
+def route_template(pattern: str) -> str:
+    """A route's regular expression as a readable template:
+    ``/api/v1/communities/{did}/members/{action}`` (the label of its requests)."""
+    out, depth, start, i = [], 0, 0, 0
+    plain_start = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                out.append(pattern[plain_start:start])
+                out.append("{" + _group_name(pattern[start:i + 1]) + "}")
+                plain_start = i + 1
+        i += 1
+    out.append(pattern[plain_start:])
+    text = "".join(out).lstrip("^").rstrip("$")
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def _group_name(group: str) -> str:
+    named = re.match(r"\(\?P<(\w+)>", group)
+    if named:
+        return named.group(1)
+    for prefix, name in (("(did", "did"), ("(app_", "appId"), ("(wh_", "webhookId"), ("(\\d", "id")):
+        if group.startswith(prefix):
+            return name
+    inner = group[1:-1]
+    if re.fullmatch(r"[\w-]+(\|[\w-]+)+", inner):
+        return "|".join(inner.split("|"))
+    return "param"
+
+
+class Metrics:
+    """The application's metrics: `record_request` and friends for the core, `registry`
+    for plugins (through `cr_metrics`)."""
+
+    def __init__(self, app: "Application") -> None:
+        self.app = app
+        self.enabled = app.config.metrics.enabled
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("commonroom_http_requests", "HTTP requests answered.",
+                                ["route", "method", "status"], registry=r)
+        self.latency = Histogram("commonroom_http_request_duration_seconds",
+                                 "Time from the request's arrival to its answer.", ["route"],
+                                 buckets=_LATENCY_BUCKETS, registry=r)
+        self.rate_limited = Counter("commonroom_rate_limited",
+                                    "Requests refused by a rate limit (429), by limit.", ["limit"], registry=r)
+        self.pds_requests = Counter("commonroom_pds_requests",
+                                    "Outbound calls to PDSes, PLC and handle hosts (each attempt).",
+                                    ["call", "outcome"], registry=r)
+        self.pds_latency = Histogram("commonroom_pds_request_duration_seconds",
+                                     "Duration of one outbound attempt.", ["call"], buckets=_PDS_BUCKETS,
+                                     registry=r)
+        self.db_bytes = Gauge("commonroom_database_bytes", "Size of the SQLite files.", ["file"], registry=r)
+        self._routes: dict[type, str] = {}
+        self._children: dict[tuple[type, str, int], tuple[Any, Any]] = {}
+        self._refreshers: list[Refresh] = []
+
+    # ---------------------------------------------------------------- set-up
+
+    def name_routes(self, routes: list[tuple]) -> None:
+        """Learn each handler class's route template (the first route that names it)."""
+        for route in routes:
+            self._routes.setdefault(route[1], route_template(route[0]))
+
+    def add_refresh(self, refresh: Refresh) -> None:
+        self._refreshers.append(refresh)
+
+    # ---------------------------------------------------------------- recording
+
+    def record_request(self, handler: Any, status: int, seconds: float) -> None:
+        if not self.enabled:
+            return
+        method = handler.request.method
+        key = (type(handler), method, status)
+        children = self._children.get(key)
+        if children is None:
+            route = self._routes.get(type(handler), UNMATCHED)
+            label = method if method in _METHODS else "OTHER"
+            children = (self.requests.labels(route, label, str(status)), self.latency.labels(route))
+            if len(self._children) < 10_000:
+                self._children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def record_rate_limited(self, limit: str) -> None:
+        if self.enabled:
+            self.rate_limited.labels(limit).inc()
+
+    def record_outbound(self, call: str, outcome: str, seconds: float) -> None:
+        if self.enabled:
+            self.pds_requests.labels(call, outcome).inc()
+            self.pds_latency.labels(call).observe(seconds)
+
+    # ---------------------------------------------------------------- exposition
+
+    async def render(self) -> bytes:
+        path = self.app.config.database_path
+        for suffix, name in (("", "database"), ("-wal", "wal")):
+            try:
+                self.db_bytes.labels(name).set(os.path.getsize(f"{path}{suffix}"))
+            except OSError:
+                self.db_bytes.labels(name).set(0)
+        for refresh in self._refreshers:
+            await refresh()
+        return generate_latest(self.registry)
+
+
+def outbound_call_label(label: str, what: str) -> str:
+    """A bounded label for an outbound call: the XRPC method when there is one."""
+    return label if re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]*(\.[a-zA-Z0-9-]+){2,}", label) else what
+
+
+class MetricsHandler(BaseHandler):
+    """``GET /metrics``: closed unless `metrics.allow_from` holds the client's address or
+    the request carries `metrics.bearer_token` (``Authorization: Bearer <token>``)."""
+
+    async def get(self) -> None:
+        cfg = self.app.config.metrics
+        if not cfg.enabled or not self._allowed(cfg):
+            raise ApiError(404, "not_found", "No route for GET /metrics.")
+        body = await self.app.metrics.render()
+        self.set_header("Content-Type", CONTENT_TYPE_LATEST)
+        self.finish(body)
+
+    def _allowed(self, cfg: Any) -> bool:
+        sent = self.request.headers.get("Authorization", "")
+        if cfg.bearer_token and sent.startswith("Bearer ") and \
+                hmac.compare_digest(sent[7:].encode(), cfg.bearer_token.encode()):
+            return True
+        try:
+            address = ipaddress.ip_address(self.client_ip())
+        except ValueError:
+            return False
+        return any(address in ipaddress.ip_network(n, strict=False) for n in cfg.allow_from)

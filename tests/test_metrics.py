@@ -1,0 +1,125 @@
+"""`/metrics` (docs/operations.md, "Metrics"): closed by default, open by address or bearer
+token, in the Prometheus text format, and its counters move with the traffic."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from daemon.clock import FakeClock
+from tests.conftest import deep_merge
+from tests.fixtures_communities import seed_community
+from tests.fixtures_webhooks import LOOPBACK_TARGETS, allow_app, emit_events, make_app_key, settle, wait_until
+from tests.helpers import Client, login_as
+
+OPEN = {"metrics": {"allow_from": ["127.0.0.0/8", "::1"]}}
+TOKEN = "t0k3n-" + "x" * 20
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start=time.time())  # receivers check webhook timestamps against real time
+
+
+@pytest.fixture
+def config_overrides() -> dict[str, Any]:
+    return deep_merge(LOOPBACK_TARGETS, OPEN)
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+async def scrape(client: Client, **kw: Any) -> dict[tuple[str, frozenset], float]:
+    resp = await client.get("/metrics", **kw)
+    assert resp.status == 200, resp.text
+    assert resp.headers["Content-Type"].startswith("text/plain")
+    return samples(resp.text)
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, frozenset(labels.items())), 0.0)
+
+
+async def test_request_counters_move_with_the_traffic_by_route_template(app: Any, client: Client) -> None:
+    created = await make_app_key(app, client)
+    community = await seed_community(app, "did:plc:admin", creator_app_id=created["appId"])
+    before = await scrape(client)
+    for _ in range(3):
+        assert (await client.get("/health")).status == 200
+    check = f"/api/v1/communities/{community}/membership/check"
+    for _ in range(2):  # the lean route is counted like the others
+        resp = await client.post(check, api_key=created["apiKey"], json={"userDid": "did:plc:admin"})
+        assert resp.status == 200, resp.text
+    assert (await client.post(check, json={"userDid": "did:plc:admin"})).status == 401
+    assert (await client.get("/no/such/route")).status == 404
+    after = await scrape(client)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("commonroom_http_requests_total", route="/health", method="GET", status="200") == 3
+    template = "/api/v1/communities/{did}/membership/check"
+    assert moved("commonroom_http_requests_total", route=template, method="POST", status="200") == 2
+    assert moved("commonroom_http_requests_total", route=template, method="POST", status="401") == 1
+    assert moved("commonroom_http_requests_total", route="unmatched", method="GET", status="404") == 1
+    assert moved("commonroom_http_request_duration_seconds_count", route=template) == 3
+    assert value(after, "commonroom_database_bytes", file="database") > 0
+
+
+async def test_rate_limit_refusals_are_counted(app: Any, client: Client) -> None:
+    created = await make_app_key(app, client)
+    limit = await client.put(f"/api/v1/apps/{created['appId']}/rate-limit", json={"maxRequests": 2, "windowMs": 60000},
+                             session=await login_as(app, "did:plc:owner"))
+    assert limit.status == 200, limit.text
+    statuses = [(await client.post("/api/v1/apps/verify", api_key=created["apiKey"])).status for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    found = await scrape(client)
+    assert value(found, "commonroom_rate_limited_total", limit="app") == 1
+
+
+async def test_webhook_queue_and_delivery_outcomes(app: Any, client: Client, receiver: Any) -> None:
+    created = await make_app_key(app, client)
+    community = "did:plc:metricscommunity"
+    from tests.fixtures_webhooks import make_community
+    await make_community(app, community)
+    await allow_app(app, community, created["appId"])
+    rec = receiver([500])  # fails: the delivery waits for its retry
+    hook = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
+                             json={"url": rec.url, "events": ["member.joined"], "communityDid": community})
+    assert hook.status == 201, hook.text
+    await emit_events(app, "member.joined", community, count=2)
+    await wait_until(lambda: rec.requests, what="a first attempt")
+    await settle(app)
+    found = await scrape(client)
+    assert value(found, "commonroom_webhooks_queue_depth") == 2
+    assert value(found, "commonroom_webhooks_deliveries_total", outcome="retry") == 1
+    assert value(found, "commonroom_webhooks_queue_oldest_age_seconds") >= 0
+    rec.responses = [200]
+    app.clock.advance(3600)
+    await settle(app)
+    assert len(rec.requests) == 3  # the retried first, then the second
+    found = await scrape(client)
+    assert value(found, "commonroom_webhooks_queue_depth") == 0
+    assert value(found, "commonroom_webhooks_deliveries_total", outcome="delivered") == 2
+
+
+@pytest.mark.parametrize("config_overrides", [{}])
+async def test_metrics_are_closed_by_default(app: Any, client: Client) -> None:
+    resp = await client.get("/metrics")
+    assert resp.status == 404 and resp.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("config_overrides", [{"metrics": {"bearer_token": TOKEN}}])
+async def test_a_bearer_token_opens_metrics(app: Any, client: Client) -> None:
+    assert (await client.get("/metrics")).status == 404
+    assert (await client.get("/metrics", headers={"Authorization": "Bearer wrong-" + "y" * 20})).status == 404
+    found = await scrape(client, headers={"Authorization": f"Bearer {TOKEN}"})
+    assert any(name == "commonroom_http_requests_total" for name, _ in found)
