@@ -26,6 +26,7 @@ def test_default_reconcile_settings_are_accepted():
 @pytest.mark.parametrize("values, path", [
     ({"denied_collections": ("org.example.*", "not a pattern")}, "records.denied_collections[1]"),
     ({"allowed_collections": ("org.*.note",)}, "records.allowed_collections[0]"),
+    ({"denied_collections": ("a." * 200 + "*",)}, "records.denied_collections[0]"),
     ({"allowed_collections": ("org.example.*", "App.Bsky.feed.*")}, "records.allowed_collections[1]"),
     ({"allowed_collections": ("community.commonroom.profile",)}, "records.allowed_collections[0]"),
 ])

@@ -38,6 +38,7 @@ PROTECTED = ("com.atproto", "app.bsky", "chat.bsky", "tools.ozone")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9-]{1,63}")
 MAX_PATTERNS = 100
+MAX_PATTERN_CHARS = 317  # the longest NSID
 
 
 def _key(nsid: str) -> str:
@@ -70,6 +71,8 @@ def pattern_problem(text: object) -> str | None:
     """Why `text` is not a collection pattern (None: it is one)."""
     if not isinstance(text, str):
         return "must be a string"
+    if len(text) > MAX_PATTERN_CHARS:
+        return f"must be at most {MAX_PATTERN_CHARS} characters"
     if text.endswith(".*"):
         segments = text[:-2].split(".")
         if not all(_SEGMENT.fullmatch(s) for s in segments):
