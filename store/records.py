@@ -58,6 +58,29 @@ async def list_records(db: Database, community_did: str, collection: str, limit:
     return await db.fetchall(sql, params)
 
 
+# ------------------------------------------------------------------ a community's allowed collections
+
+
+async def collection_settings(db: Database, community_did: str) -> Row | None:
+    """The community's allowlist row (None: it has not set one)."""
+    return await db.fetchone("SELECT * FROM record_collection_settings WHERE community_did = ?",
+                             (community_did,))
+
+
+async def set_collection_settings_tx(tx: Transaction, community_did: str, *, allowed_json: str | None,
+                                     updated_by: str, app_id: str | None, now: str) -> None:
+    """Set the allowlist (a JSON list), or remove it (`allowed_json` None)."""
+    if allowed_json is None:
+        await tx.execute("DELETE FROM record_collection_settings WHERE community_did = ?", (community_did,))
+        return
+    await tx.execute(
+        "INSERT INTO record_collection_settings (community_did, allowed_collections, updated_at, "
+        "updated_by, app_id) VALUES (?, ?, ?, ?, ?) ON CONFLICT (community_did) DO UPDATE SET "
+        "allowed_collections = excluded.allowed_collections, updated_at = excluded.updated_at, "
+        "updated_by = excluded.updated_by, app_id = excluded.app_id",
+        (community_did, allowed_json, now, updated_by, app_id))
+
+
 # ------------------------------------------------------------------ pending PDS writes
 
 

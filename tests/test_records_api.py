@@ -128,10 +128,10 @@ async def test_service_collections_are_403(app, client, people, name):
     collection = f"{app.config.atproto.namespace}.{name}"
     resp = await api.post(path(did), {"userDid": alice["did"], "collection": collection,
                                       "record": note("x", collection), "rkey": "self"})
-    assert resp.status == 403 and resp.json()["error"] == "reserved_collection"
+    assert resp.status == 403 and resp.json()["error"] == "collection_protected"
     gone = await client.delete(path(did, f"/{collection}/self"), api_key=api.key,
                                params={"userDid": alice["did"]})
-    assert gone.status == 403
+    assert gone.status == 403 and gone.json()["error"] == "collection_protected"
 
 
 async def test_only_author_or_admin_may_change_a_record(app, client, people, devnet):

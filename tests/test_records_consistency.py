@@ -119,14 +119,24 @@ async def test_create_while_the_pds_is_down_is_502_and_dropped_when_it_never_hap
 
 
 async def test_create_while_the_pds_is_paused_is_502_and_settled_by_what_the_repo_holds(
-        app, client, people, devnet, recorder, clock):
+        app, client, people, devnet, recorder, clock, monkeypatch):
     api, did, alice, bob = await setup(app, client, people)
     body = {"userDid": bob["did"], "collection": COLLECTION, "record": note("frozen"), "rkey": "frozen1"}
-    devnet.pause()
+    real_send = app.http.send
+
+    async def pause_before_the_write(request: Any, *args: Any, **kwargs: Any) -> Any:
+        # the create first reads the key (docs/records.md, "Never replacing a record"):
+        # freeze the PDS only once the write itself is on its way
+        if request.url.path.endswith("com.atproto.repo.putRecord"):
+            devnet.pause()
+        return await real_send(request, *args, **kwargs)
+
+    monkeypatch.setattr(app.http, "send", pause_before_the_write)
     try:
         resp = await api.post(path(did), body)
     finally:
         devnet.resume()
+        monkeypatch.setattr(app.http, "send", real_send)
     assert resp.status == 502, resp.text
     assert await pending(app) == [("create", "frozen1")]
     assert events(recorder, "record.created", "frozen1") == []

@@ -281,17 +281,29 @@ class RepoClient:
         return {"uri": res["uri"], "cid": res["cid"]}
 
     async def put_record(self, collection: str, rkey: str, record: dict[str, Any],
-                         swap_record: str | None = None) -> dict[str, Any]:
+                         swap_record: str | None = None, *, create_only: bool = False) -> dict[str, Any]:
         """Create or replace the record at `rkey`; with `swap_record` (a CID) only if the
-        current version still has that CID (else 409 ``record_conflict``)."""
+        current version still has that CID (else 409 ``record_conflict``).
+
+        With `create_only`, only if there is no record at `rkey` (``swapRecord: null``), else
+        409 ``record_exists``; a record with exactly this value already there is a success
+        (the PDS answers a no-op), so a retry of a write whose answer was lost succeeds.
+        (``createRecord`` with an explicit key that exists fails with a 500 on the reference
+        PDS, which reads like a failure that may have written.)"""
         record = self._check(collection, record, rkey)
         body: dict[str, Any] = {"repo": self.did, "collection": collection, "rkey": rkey,
                                 "record": record}
-        if swap_record is not None:
+        if create_only:
+            body["swapRecord"] = None
+        elif swap_record is not None:
             body["swapRecord"] = swap_record
         try:
             res = await self._call("POST", "com.atproto.repo.putRecord", json=body)
         except PdsError as exc:
+            if exc.pds_error == "InvalidSwap" and create_only:
+                raise PdsError(f"{collection}/{rkey} already exists in the repo: {exc.message}",
+                               pds_status=exc.pds_status, pds_error=exc.pds_error, nsid=exc.nsid,
+                               status=409, code="record_exists") from None
             if exc.pds_error == "InvalidSwap":
                 raise PdsError(f"{collection}/{rkey} changed since it was read: {exc.message}",
                                pds_status=exc.pds_status, pds_error=exc.pds_error, nsid=exc.nsid,
@@ -299,12 +311,20 @@ class RepoClient:
             raise
         return {"uri": res["uri"], "cid": res["cid"]}
 
-    async def delete_record(self, collection: str, rkey: str) -> None:
-        """Delete a record; deleting one that is not there is a success."""
+    async def delete_record(self, collection: str, rkey: str, swap_record: str | None = None) -> None:
+        """Delete a record; deleting one that is not there is a success. With `swap_record`
+        (a CID), only if the current version still has that CID (else 409
+        ``record_conflict``)."""
         body = {"repo": self.did, "collection": collection, "rkey": rkey}
+        if swap_record is not None:
+            body["swapRecord"] = swap_record
         try:
             await self._call("POST", "com.atproto.repo.deleteRecord", json=body)
         except PdsError as exc:
+            if exc.pds_error == "InvalidSwap":
+                raise PdsError(f"{collection}/{rkey} changed since it was read: {exc.message}",
+                               pds_status=exc.pds_status, pds_error=exc.pds_error, nsid=exc.nsid,
+                               status=409, code="record_conflict") from None
             if exc.pds_error not in _NOT_FOUND_ERRORS:
                 raise
 

@@ -28,5 +28,5 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_startup(app: Any) -> None:
-    check(app.config.plugin("records"))
+    check(app.config.plugin("records"), app.config.atproto.namespace)
     writes.start_reconciler(app)

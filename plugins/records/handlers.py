@@ -17,8 +17,10 @@ from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, re
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.validate import invalid
 from plugins.communities.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
-                                        require_community)
-from plugins.records import writes
+                                        member_status_tx, require_community, require_manager_tx)
+from plugins.records import collections, writes
+from plugins.records.collections import community_allowlist, policy
+from store import audit as audit_store
 from store import records as store
 from store.db import Row
 
@@ -53,13 +55,23 @@ class RecordsBase(BaseHandler):
             raise NOT_FOUND(did)
         return await require_community(self.app, did, self.principal)
 
-    def collection(self, value: Any, field: str = "collection") -> str:
+    async def writable(self, did: str, value: Any, field: str = "collection") -> str:
+        """The collection, if apps may create and update records in it here (403
+        ``collection_protected`` / ``collection_not_allowed`` otherwise; see
+        plugins/records/collections.py)."""
         collection = require_nsid(value, field)
-        namespace = self.app.config.atproto.namespace
-        if collection == namespace or collection.startswith(namespace + "."):
-            raise ApiError(403, "reserved_collection",
-                           f"{collection} belongs to the service ({namespace}.*) and cannot be "
-                           "written through the records API.")
+        refused = policy(self.app).refusal(collection, await community_allowlist(self.app, did))
+        if refused is not None:
+            raise refused
+        return collection
+
+    def not_protected(self, value: Any, field: str = "collection") -> str:
+        """The collection, unless it is protected (delete only needs this: it removes a
+        record the service itself indexed, and nothing else)."""
+        collection = require_nsid(value, field)
+        refused = policy(self.app).protected_refusal(collection)
+        if refused is not None:
+            raise refused
         return collection
 
     def record(self, body: dict[str, Any], collection: str) -> dict[str, Any]:
@@ -119,7 +131,7 @@ class RecordsHandler(RecordsBase):
         community = await self.community(raw_did)
         did = community["did"]
         user_did = require_did(body.get("userDid"), "userDid")
-        collection = self.collection(body.get("collection"))
+        collection = await self.writable(did, body.get("collection"))
         record = self.record(body, collection)
         rkey = require_rkey(body["rkey"], "rkey") if body.get("rkey") is not None else None
         await self.require_member(did, user_did)
@@ -133,7 +145,15 @@ class RecordsHandler(RecordsBase):
                                    f"{collection}/{rkey} already exists; use PUT to change it.")
                 written = {"uri": existing["uri"], "cid": existing["cid"]}  # a repeat: same answer
             else:
-                written = await writes.perform(self.app, await self.repo(did), writes.Write(
+                repo = await self.repo(did)
+                # A record the service did not write (the account's own, or put on the PDS
+                # directly) is never taken over, not even by a create carrying its exact
+                # value: the PDS would answer that putRecord as a no-op success.
+                if await writes.pds_call(repo.get_record(collection, rkey)) is not None:
+                    raise ApiError(409, "record_exists",
+                                   f"{collection}/{rkey} already exists in the community's repo and "
+                                   "was not written through this service; it cannot be replaced here.")
+                written = await writes.perform(self.app, repo, writes.Write(
                     "create", did, collection, rkey, record, None, author_did=user_did,
                     user_did=user_did, app_id=self.principal.app_id))
         self.send_json({"uri": written["uri"], "cid": written["cid"], "rkey": rkey,
@@ -150,7 +170,7 @@ class RecordsHandler(RecordsBase):
         community = await self.community(raw_did)
         did = community["did"]
         user_did = require_did(body.get("userDid"), "userDid")
-        collection = self.collection(body.get("collection"))
+        collection = await self.writable(did, body.get("collection"))
         rkey = require_rkey(body.get("rkey"), "rkey")
         record = self.record(body, collection)
         async with writes.hold(self.app, did, collection, rkey):
@@ -210,7 +230,7 @@ class RecordHandler(CollectionHandler):
         body = self.json_body(required=False)
         community = await self.community(raw_did)
         did = community["did"]
-        collection = self.collection(unquote(raw_collection))
+        collection = self.not_protected(unquote(raw_collection))
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
         async with writes.hold(self.app, did, collection, rkey):
@@ -231,9 +251,80 @@ class RecordHandler(CollectionHandler):
                         "deleted": True})
 
 
+class CollectionSettingsHandler(RecordsBase):
+    """GET and PUT …/records-settings: the collections apps may write in the community.
+
+    GET: any app that may see the community. PUT ``{adminDid, allowedCollections}`` (a list
+    of patterns, or null for no list): an admin, through an app the community trusts to act
+    for its admins (403 ``not_admin`` / ``app_not_trusted``), as for every admin action."""
+
+    async def get(self, raw_did: str) -> None:
+        community = await self.community(raw_did)
+        row = await store.collection_settings(self.app.db, community["did"])
+        self.send_json(self.settings_json(community["did"], row))
+
+    async def put(self, raw_did: str) -> None:
+        body = self.json_body()
+        community = await self.community(raw_did)
+        did = community["did"]
+        admin_did = require_did(body.get("adminDid"), "adminDid")
+        allowed = self.allowlist(body)
+        async with self.app.db.transaction("records.collection_settings") as tx:
+            await require_manager_tx(tx, community, self.principal.app_id)
+            if not (await member_status_tx(tx, did, admin_did)).is_admin:
+                raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
+            await store.set_collection_settings_tx(
+                tx, did, allowed_json=None if allowed is None else json.dumps(allowed),
+                updated_by=admin_did, app_id=self.principal.app_id, now=self.app.clock.iso_now())
+            await audit_store.insert_entry_tx(
+                tx, community_did=did, action="records.collections_changed", actor_did=admin_did,
+                target_did=None, reason=None, metadata={"allowedCollections": allowed},
+                app_id=self.principal.app_id, now=self.app.clock.iso_now())
+        row = await store.collection_settings(self.app.db, did)
+        self.send_json(self.settings_json(did, row))
+
+    def allowlist(self, body: dict[str, Any]) -> list[str] | None:
+        field = "allowedCollections"
+        if field not in body:
+            raise invalid(field, "is required (a list of collection patterns, or null for no list)")
+        value = body[field]
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise invalid(field, "must be a list of collection patterns, or null")
+        if len(value) > collections.MAX_PATTERNS:
+            raise invalid(field, f"must have at most {collections.MAX_PATTERNS} items")
+        namespace = self.app.config.atproto.namespace
+        for i, text in enumerate(value):
+            problem = collections.pattern_problem(text)
+            if problem:
+                raise invalid(f"{field}[{i}]", problem)
+            inside = collections.protected_by(collections.parse(text), namespace)
+            if inside:
+                raise invalid(f"{field}[{i}]", f"{text} lies in {inside}.*, which is never writable "
+                                               "through the records API")
+        return list(dict.fromkeys(value))
+
+    def settings_json(self, did: str, row: Row | None) -> dict[str, Any]:
+        cfg = self.settings
+        return {
+            "communityDid": did,
+            "allowedCollections": collections.stored_allowlist(row),
+            "updatedAt": row["updated_at"] if row else None,
+            "updatedBy": row["updated_by"] if row else None,
+            "service": {
+                "protected": [p + ".*" for p in
+                              collections.protected_prefixes(self.app.config.atproto.namespace)],
+                "allowedCollections": list(cfg.allowed_collections),
+                "deniedCollections": list(cfg.denied_collections),
+            },
+        }
+
+
 def routes() -> list[tuple]:
     base = r"/api/v1/communities/" + DID + r"/records"
     return [
+        (base + "-settings", CollectionSettingsHandler),
         (base, RecordsHandler),
         (base + "/" + SEGMENT, CollectionHandler),
         (base + "/" + SEGMENT + "/" + SEGMENT, RecordHandler),

@@ -6,15 +6,20 @@ The pending-write pattern of the communities plugin, for records:
    check the index;
 2. one transaction writes a ``record_pending_writes`` row holding the operation, the key
    (chosen now for creates) and the value;
-3. the PDS write, idempotent: ``putRecord`` at that key (create, update with the indexed
-   CID as ``swapRecord``) or ``deleteRecord``. A refusal (4xx) removes the pending row; a
-   failure that may have happened after the write (timeout, 5xx) keeps it;
+3. the PDS write, idempotent and never replacing what the service did not write:
+   ``putRecord`` at that key with ``swapRecord: null`` for a create (only if the key is
+   free; the same value already there is the PDS's no-op, i.e. our own earlier attempt),
+   with the indexed CID as ``swapRecord`` for an update, ``deleteRecord`` with the indexed
+   CID as ``swapRecord`` for a delete. A refusal (4xx) removes the pending row; a failure
+   that may have happened after the write (timeout, 5xx) keeps it;
 4. one transaction indexes the result, emits the event and deletes the pending row.
 
 A pending row left by a crash, a failed index transaction or an ambiguous PDS failure is
 settled by reading the repo (:func:`reconcile`, run at start-up and every
 ``records.reconcile_after_seconds``): the write is there → step 4; it is not → the row
-is dropped, with no event.
+is dropped, with no event. Settling never writes to the repo: a pending create is
+finished only if the record at its key holds exactly the pending value (what our own
+write would have left); any other record there is someone else's and stays untouched.
 """
 
 from __future__ import annotations
@@ -144,12 +149,15 @@ async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]
     write = Write.from_row(row)
     try:
         if write.op == "delete":
-            await repo.delete_record(write.collection, write.rkey)
+            await repo.delete_record(write.collection, write.rkey, swap_record=write.cid)
             written = {"uri": write.uri, "cid": write.cid}
+        elif write.op == "create":
+            assert write.value is not None
+            written = await repo.put_record(write.collection, write.rkey, write.value, create_only=True)
         else:
             assert write.value is not None
             written = await repo.put_record(write.collection, write.rkey, write.value,
-                                            swap_record=write.cid if write.op == "update" else None)
+                                            swap_record=write.cid)
     except Exception as exc:  # noqa: BLE001
         answer = pds_failure(exc)
         if surely_not_written(exc):
