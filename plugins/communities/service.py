@@ -324,6 +324,9 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
         await require_manager_tx(tx, await _active_tx(tx, did), actor.app_id)
         _require(await member_status_tx(tx, did, actor.did), admin=True)
         if not await members_store.delete_request_tx(tx, did, member_did):
+            if (await member_status_tx(tx, did, member_did)).is_member:
+                raise ApiError(409, "already_member", "This user is already a member of the community; "
+                               "remove them instead.")
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
         await communities_store.adjust_counts_tx(tx, did, pending=-1)
         await emit_tx(app, tx, "member.rejected", community_did=did,
