@@ -92,3 +92,30 @@ def test_syntax_checks_do_not_import_the_whole_atproto_sdk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("value, code", [
+    ("did:plc:z72i7hdynmk6r22z27h6tvur", None),
+    ("did:web:example.com", None),
+    ("did:web:localhost%3A2583", None),
+    ("did:plc:Z72I7HDYNMK6R22Z27H6TVUR", "invalid_request"),   # DIDs are case-sensitive
+    ("did:plc:z72i7hdynmk6r22z27h6tvu", "invalid_request"),    # 23 characters
+    ("did:plc:z72i7hdynmk6r22z27h6tvu0", "invalid_request"),   # 0 is not base32
+    ("did:web:Example.com", "invalid_request"),
+    ("did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK", "unsupported_did"),
+    ("did:web:169.254.169.254", "unsupported_did"),            # an IP address, not a host name
+    ("did:web:10.0.0.1%3A8080", "unsupported_did"),
+    ("did:web:example.com%3A8443", "unsupported_did"),         # a port, not on localhost
+    ("did:web:example.com:users:alice", "unsupported_did"),    # a path
+    ("did:web:ex_ample.com", "unsupported_did"),
+])
+def test_only_strict_did_plc_and_did_web_are_usable(value: str, code: str | None) -> None:
+    assert syntax.is_did(value)
+    assert syntax.is_atproto_did(value) is (code is None)
+    if code is None:
+        assert syntax.require_atproto_did(value, "userDid") == value
+        return
+    with pytest.raises(ApiError) as err:
+        syntax.require_atproto_did(value, "userDid")
+    assert err.value.status == 400 and err.value.code == code
+    assert err.value.body()["details"][0]["field"] == "userDid"

@@ -18,7 +18,7 @@ from daemon.atproto.pds import PdsError, read_user_profile
 from daemon.config import Config, ConfigError
 from daemon.netguard import Guard
 
-DID = "did:plc:netguardtest0000000000ab"
+DID = "did:plc:netguardtestaaaaaaaaaaab"  # a strict did:plc: 24 base32 characters
 BASE = {"allow_insecure_http": True, "max_retries": 0, "request_timeout_seconds": 2.0,
         "plc_url": "http://127.0.0.1:9"}
 

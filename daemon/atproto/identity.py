@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from daemon.atproto.pds import PdsError, check_service_url, request
-from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
+from daemon.atproto.syntax import (is_atproto_did, is_did, is_handle, normalize_handle,
+                                   require_atproto_did, require_handle)
 from daemon.http import ApiError
 from store import identity as store
 
@@ -236,10 +237,12 @@ def _info_from_row(row: Any) -> DidInfo:
 async def resolve_did(app: Application, did: str, *, fresh: bool = False) -> DidInfo:
     """The DID's document, PDS and handle (verified both ways, else None).
 
-    Unknown DID: ``ApiError(400, "unknown_did")``; unsupported method: 400
-    ``unsupported_did``; directory unreachable: 502. `fresh` skips the cache.
+    Only a strict did:plc or did:web is looked up (``syntax.require_atproto_did``: 400
+    ``invalid_request`` or ``unsupported_did`` otherwise, with nothing sent anywhere).
+    Unknown DID: ``ApiError(400, "unknown_did")``; a did:web host the outbound guard refuses:
+    400 ``unsupported_did``; directory unreachable: 502. `fresh` skips the cache.
     """
-    did = require_did(did, "did")
+    did = require_atproto_did(did, "did")
     if not fresh:
         rows = await store.get_dids(app.db, [did], app.clock.time())
         if did in rows:
@@ -285,7 +288,14 @@ async def _fetch_did_doc(app: Application, did: str) -> dict[str, Any]:
     else:
         raise ApiError(400, "unsupported_did",
                        f"{did}: only did:plc and did:web identities are supported")
-    resp = await request(app, "GET", url, what=what, label=did)
+    try:
+        resp = await request(app, "GET", url, what=what, label=did)
+    except PdsError as exc:
+        if what == "did:web host" and _refused_by_guard(exc):
+            # The person (or app) chose this host: a host we may not call is bad input.
+            raise ApiError(400, "unsupported_did",
+                           f"{did}: its host is not reachable from this service ({exc.message})") from None
+        raise
     if resp.status_code in (404, 410):
         raise ApiError(400, "unknown_did", f"{did} is not known to the {what} ({resp.status_code})")
     if resp.status_code != 200:
@@ -299,6 +309,29 @@ async def _fetch_did_doc(app: Application, did: str) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("id") != did:
         raise PdsError(f"the {what} returned a document that is not {did}'s")
     return doc
+
+
+def _refused_by_guard(exc: PdsError) -> bool:
+    """Whether `request` failed because the SSRF guard refused the target (it raises the
+    PdsError while handling `RequestRefused`, which stays its context)."""
+    from daemon.netguard import RequestRefused
+    return isinstance(exc.__context__, RequestRefused)
+
+
+async def require_known_did(app: Application, did: Any, field: str = "did") -> DidInfo:
+    """A person's DID that is about to be written to a PDS or the local index (join, join
+    request, promote, transfer, a community's creator): a strict did:plc or did:web
+    (400 ``invalid_request`` / ``unsupported_did`` naming `field`, checked before anything
+    is sent) whose document resolves, through the cache (400 ``unknown_did``). A directory
+    or did:web host that cannot be reached is a 502: the DID could not be checked."""
+    did = require_atproto_did(did, field)
+    try:
+        return await resolve_did(app, did)
+    except ApiError as exc:
+        if exc.status == 400 and exc.code in ("unknown_did", "unsupported_did"):
+            raise ApiError(400, exc.code, f"{field}: {exc.message}",
+                           details=[{"field": field, "message": exc.message}]) from None
+        raise
 
 
 async def resolve_identity(app: Application, handle_or_did: str) -> DidInfo:
@@ -331,7 +364,7 @@ async def resolve_many(app: Application, dids: Iterable[str]) -> dict[str, DidIn
     ``atproto.resolve_concurrency`` at a time). A DID that fails maps to None."""
     unique = list(dict.fromkeys(dids))
     out: dict[str, DidInfo | None] = {d: None for d in unique}
-    valid = [d for d in unique if is_did(d)]
+    valid = [d for d in unique if is_atproto_did(d)]
     rows = await store.get_dids(app.db, valid, app.clock.time())
     for did, row in rows.items():
         out[did] = _info_from_row(row)

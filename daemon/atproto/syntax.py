@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from daemon.http import ApiError
 from daemon.validate import invalid
 
 _B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"
@@ -67,6 +68,53 @@ _DID_RE = re.compile(r"did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]")
 
 def is_did(s: Any) -> bool:
     return isinstance(s, str) and len(s) <= 2048 and _DID_RE.fullmatch(s) is not None
+
+
+# The two DID methods atproto supports, in their strict forms. did:plc: 24 characters of
+# lower-case base32. did:web: a lower-case host name only (no path; a port only on localhost,
+# percent-encoded, for development); an IP address is no host name, so did:web:10.0.0.1 is
+# refused before anything is sent to it.
+_PLC_RE = re.compile(r"did:plc:[a-z2-7]{24}")
+_WEB_HOST_RE = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+_WEB_ID_RE = re.compile(r"(?P<host>.*?)(%3[aA](?P<port>.*))?")
+
+
+def did_problem(s: Any) -> tuple[str, str] | None:
+    """Why `s` is not a DID this service can use for a person or a community, as
+    ``(error code, reason)``: ``invalid_request`` (not a well-formed DID, e.g. an upper-cased
+    did:plc) or ``unsupported_did`` (another method, or a did:web form atproto does not
+    use); None for a strict did:plc or did:web. Syntax only: nothing is looked up."""
+    if not is_did(s):
+        return "invalid_request", "is not a valid DID (expected e.g. did:plc:abc123)"
+    if s.startswith("did:plc:"):
+        if _PLC_RE.fullmatch(s) is None:
+            return "invalid_request", ("is not a valid did:plc (24 lower-case base32 characters "
+                                       "after did:plc:; DIDs are case-sensitive)")
+        return None
+    if s.startswith("did:web:"):
+        ident = s[len("did:web:"):]
+        if ":" in ident:
+            return "unsupported_did", "is a did:web with a path, which atproto does not use (host names only)"
+        parts = _WEB_ID_RE.fullmatch(ident)
+        assert parts is not None  # the pattern matches any string
+        host, port = parts.group("host"), parts.group("port")
+        if _WEB_HOST_RE.fullmatch(host.lower()) is None or (port is not None and _PORT_RE.fullmatch(port) is None):
+            return "unsupported_did", "is not a did:web of a host name"
+        if host != host.lower():
+            return "invalid_request", "is not a valid did:web (the host name must be lower-case)"
+        if host.rsplit(".", 1)[-1][0].isdigit():
+            return "unsupported_did", ("names an IP address, not a host name: a did:web must name "
+                                       "its host by a domain name")
+        if port is not None and host != "localhost":
+            return "unsupported_did", "has a port, which atproto allows only on localhost (development)"
+        return None
+    return "unsupported_did", f"uses the DID method {s.split(':')[1]!r}: only did:plc and did:web are supported"
+
+
+def is_atproto_did(s: Any) -> bool:
+    """A strict did:plc or did:web (see `did_problem`)."""
+    return did_problem(s) is None
 
 
 def is_handle(s: Any) -> bool:
@@ -123,6 +171,21 @@ def require_did(value: Any, field: str = "did") -> str:
     if not is_did(value):
         raise invalid(field, f"{value!r} is not a valid DID (expected e.g. did:plc:abc123)")
     return value
+
+
+def require_atproto_did(value: Any, field: str = "did") -> str:
+    """A strict did:plc or did:web, else a 400 naming the field: ``invalid_request`` for a
+    malformed DID, ``unsupported_did`` for another method or a did:web form atproto does not
+    use. Syntax only (``identity.require_known_did`` also resolves it)."""
+    problem = did_problem(value)
+    if problem is None:
+        return value
+    if not is_did(value):
+        return require_did(value, field)  # raises, with the usual message
+    code, reason = problem
+    if code == "invalid_request":
+        raise invalid(field, f"{value!r} {reason}")
+    raise ApiError(400, code, f"{field}: {value} {reason}.", details=[{"field": field, "message": reason}])
 
 
 def require_handle(value: Any, field: str = "handle") -> str:
@@ -204,6 +267,7 @@ def tid_timestamp(tid: str) -> float:
 __all__ = [
     "is_did", "is_handle", "is_nsid", "is_rkey", "is_at_uri", "is_tid", "is_datetime", "is_cid",
     "is_uri", "is_language", "is_at_identifier", "normalize_handle", "require_did",
+    "did_problem", "is_atproto_did", "require_atproto_did",
     "require_handle", "require_nsid", "require_rkey", "require_at_uri", "new_tid",
     "tid_timestamp",
 ]

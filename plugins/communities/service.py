@@ -143,6 +143,14 @@ async def store_profile_tx(app: "Application", tx: Transaction, did: str,
         await members_store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
 
 
+async def require_person(app: "Application", did: str, field: str) -> None:
+    """`did` names a real person before it is written to the PDS or the index: a strict
+    did:plc / did:web whose document resolves (cached; 400 ``invalid_request`` /
+    ``unsupported_did`` / ``unknown_did``, 502 if the directory cannot be reached)."""
+    from daemon.atproto.identity import require_known_did
+    await require_known_did(app, did, field)
+
+
 def _require(status: MemberStatus, *, admin: bool = False, primary: bool = False) -> None:
     if primary and not status.is_primary:
         raise ApiError(403, "not_primary_admin", "Only the primary admin may do this.")
@@ -181,6 +189,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
         raise ApiError(409, "already_member", "This user is already a member of the community.")
     if status.is_pending:
         raise ApiError(409, "already_pending", "This user has already asked to join; an admin must approve.")
+    await require_person(app, user_did, "userDid")
     profile_task = asyncio.ensure_future(fetch_profile(app, user_did))
     try:
         if before_commit is not None:
@@ -315,6 +324,9 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
         await require_manager_tx(tx, await _active_tx(tx, did), actor.app_id)
         _require(await member_status_tx(tx, did, actor.did), admin=True)
         if not await members_store.delete_request_tx(tx, did, member_did):
+            if (await member_status_tx(tx, did, member_did)).is_member:
+                raise ApiError(409, "already_member", "This user is already a member of the community; "
+                               "remove them instead.")
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
         await communities_store.adjust_counts_tx(tx, did, pending=-1)
         await emit_tx(app, tx, "member.rejected", community_did=did,
@@ -430,9 +442,17 @@ async def _best_effort(step: Callable[[Row], Awaitable[None]] | None, row: Row |
 
 async def _write_admins(app: "Application", community: Row, actor: Actor, action: str,
                         target_did: str, compute: Callable[[list[tuple[str, str]], MemberStatus, MemberStatus],
-                                                           list[tuple[str, str]]]) -> dict[str, Any]:
+                                                           list[tuple[str, str]]],
+                        target_field: str | None = None) -> dict[str, Any]:
+    """Rewrite the admins list as `compute` says. With `target_field` (promote, transfer:
+    the target gains a role) the target must be a real person: checked after the cheap
+    refusals and before the lock, so a slow directory never holds up the community."""
     did = community["did"]
     await require_manager(app, community, actor.app_id)
+    if target_field is not None:
+        compute(await _admins_list(app.db, did), await _status(app, did, actor.did),
+                await _status(app, did, target_did))
+        await require_person(app, target_did, target_field)
     async with community_lock(app, did):
         actor_status = await _status(app, did, actor.did)
         target = await _status(app, did, target_did)
@@ -466,7 +486,8 @@ async def promote(app: "Application", community: Row, member_did: str, actor: Ac
             raise ApiError(409, "already_admin", "This member is already an admin.")
         return current + [(member_did, now)]
 
-    return await _write_admins(app, community, actor, "admin.promoted", member_did, compute)
+    return await _write_admins(app, community, actor, "admin.promoted", member_did, compute,
+                               target_field="memberDid")
 
 
 async def demote(app: "Application", community: Row, member_did: str, actor: Actor) -> dict[str, Any]:
@@ -495,7 +516,8 @@ async def transfer(app: "Application", community: Row, new_owner: str, actor: Ac
         rest = [a for a in current if a[0] != new_owner]
         return [(new_owner, added)] + rest
 
-    return await _write_admins(app, community, actor, "admin.transferred", new_owner, compute)
+    return await _write_admins(app, community, actor, "admin.transferred", new_owner, compute,
+                               target_field="newOwnerDid")
 
 
 # ------------------------------------------------------------------ app visibility
@@ -545,6 +567,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
                                          provision_account)
 
     cfg = app.config.plugin("communities")
+    await require_person(app, actor.did, "creatorDid")
     if identifier is not None:
         if not cfg.allow_bring_own:
             raise ApiError(403, "bring_own_disabled", "This service does not accept existing accounts.")

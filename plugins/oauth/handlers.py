@@ -48,6 +48,9 @@ ERROR_TEXT = {
                                   "and you are not logged in. If someone sent you this link, they "
                                   "may have tried to log you in to their account. To log in, start "
                                   "the login again here.",
+    "unsupported_did": "That DID cannot be used to log in here: only did:plc and did:web "
+                       "identities whose host this service may reach are supported.",
+    "unknown_did": "That DID does not exist. Check it, or log in with your handle instead.",
     "login_failed": "The login could not be started.",
 }
 
