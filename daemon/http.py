@@ -175,10 +175,17 @@ def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = 
     return value
 
 
+# What clients send nearly always; checked first because membership/check is a hot path.
+_PLAIN_JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8",
+                               "application/json;charset=utf-8"})
+
+
 def _is_json_type(content_type: str | None) -> bool:
     """``application/json``, with no charset parameter or a UTF-8 one."""
     if not content_type:
         return False
+    if content_type.lower() in _PLAIN_JSON_TYPES:
+        return True
     main, params = tornado.httputil._parse_header(content_type)
     if main.strip().lower() != "application/json":
         return False
