@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
+import tornado.httputil
 import tornado.web
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,13 +109,14 @@ _INT64 = 2 ** 63
 def decode_cursor(text: str, arity: int, kinds: str | None = None) -> list[Any]:
     """The values of a cursor from `encode_cursor`. `kinds` declares each position: ``i`` for
     an integer (64-bit), ``s`` for a string; without it, each value may be either. Anything
-    else (tampered, floats, huge numbers) is a 400, never a 500 further down."""
+    else (empty, not unpadded base64url, tampered, floats, huge numbers, lone surrogates) is
+    a 400, never a 500 further down."""
     bad = ApiError(400, "invalid_cursor", "The cursor is not one this service issued.")
-    if len(text) > 4096:
+    if len(text) > 4096 or not _CURSOR_RE.fullmatch(text):
         raise bad
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        values = json.loads(raw, parse_constant=_refuse_constant)
+        values = _JSON_DECODER.decode(raw.decode("utf-8"))
     except (ValueError, TypeError, RecursionError):
         raise bad from None
     if not isinstance(values, list) or len(values) != arity:
@@ -122,10 +124,24 @@ def decode_cursor(text: str, arity: int, kinds: str | None = None) -> list[Any]:
     for i, v in enumerate(values):
         kind = kinds[i] if kinds else None
         is_int = isinstance(v, int) and not isinstance(v, bool) and -_INT64 <= v < _INT64
-        is_str = isinstance(v, str) and len(v) <= 1024
+        is_str = isinstance(v, str) and len(v) <= 1024 and _encodable(v)
         if (kind == "i" and not is_int) or (kind == "s" and not is_str) or not (is_int or is_str):
             raise bad
     return values
+
+
+# What `encode_cursor` writes: unpadded base64url, nothing else (ASCII only: no `\w`).
+_CURSOR_RE = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _encodable(text: str) -> bool:
+    """False for a string holding a lone surrogate (which JSON's ``\\ud800`` escapes can make,
+    and which UTF-8, SQLite and every PDS refuse)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _refuse_constant(name: str) -> Any:
@@ -133,6 +149,77 @@ def _refuse_constant(name: str) -> Any:
 
 
 _JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+# A ``\uD800``-``\uDFFF`` escape: the only way a lone surrogate gets into decoded JSON (raw
+# UTF-8 cannot carry one). Bodies without such an escape skip the check for lone surrogates.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = True) -> dict[str, Any]:
+    """A request body as a JSON object, by the rules every route shares (docs/api.md,
+    "Bodies"): an empty body is `{}` when not `required` (400 otherwise); any other body must
+    be sent as ``application/json`` (a ``charset`` parameter may only say UTF-8), else 415;
+    it must be UTF-8 JSON text holding an object, with no NaN/Infinity and no lone surrogate
+    (``"\\ud800"``), else 400 ``invalid_json``."""
+    if not raw:
+        if required:
+            raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
+        return {}
+    if not _is_json_type(content_type):
+        raise ApiError(415, "unsupported_media_type",
+                       "Send the body with Content-Type: application/json (UTF-8).")
+    if not raw.strip():
+        if required:
+            raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
+        return {}
+    try:
+        value = _JSON_DECODER.decode(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "The body is nested too deeply.") from None
+    if not isinstance(value, dict):
+        raise ApiError(400, "invalid_json", "The body must be a JSON object.")
+    if _SURROGATE_ESCAPE.search(raw) and not _json_encodable(value):
+        raise ApiError(400, "invalid_json",
+                       "The body holds a lone surrogate (an unpaired \\uD800-\\uDFFF escape), "
+                       "which is not a character.")
+    return value
+
+
+# What clients send nearly always; checked first because membership/check is a hot path.
+_PLAIN_JSON_TYPES = frozenset({"application/json", "application/json; charset=utf-8",
+                               "application/json;charset=utf-8"})
+
+
+def _is_json_type(content_type: str | None) -> bool:
+    """``application/json``, with no charset parameter or a UTF-8 one."""
+    if not content_type:
+        return False
+    if content_type.lower() in _PLAIN_JSON_TYPES:
+        return True
+    main, params = tornado.httputil._parse_header(content_type)
+    if main.strip().lower() != "application/json":
+        return False
+    charset = params.get("charset")
+    return charset is None or charset.strip().lower() in ("utf-8", "utf8")
+
+
+def _json_encodable(value: Any) -> bool:
+    """False if any string in `value` (a decoded JSON value), key or value, holds a lone
+    surrogate. Iterative, so a deep document cannot overflow the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
 
 
 # ------------------------------------------------------------------ client address
@@ -343,37 +430,29 @@ class RequestLogic:
     # ---------------------------------------------------------------- input
 
     def json_body(self, *, required: bool = True) -> dict[str, Any]:
-        """The request body as a JSON object (415 for another type, 400 if malformed)."""
-        raw = self.body
-        if not raw.strip():
-            if required:
-                raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
-            return {}
-        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if ctype and ctype != "application/json" and not ctype.endswith("+json"):
-            raise ApiError(415, "unsupported_media_type", "Send the body as application/json.")
-        try:
-            value = _JSON_DECODER.decode(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise ApiError(400, "invalid_json", "The body is nested too deeply.") from None
-        if not isinstance(value, dict):
-            raise ApiError(400, "invalid_json", "The body must be a JSON object.")
-        return value
+        """The request body as a JSON object: `parse_json_object`'s rules (415 for another
+        type, 400 if malformed)."""
+        return parse_json_object(self.body, self.request.headers.get("Content-Type"), required=required)
 
     def page_params(self, arity: int, kinds: str | None = None) -> tuple[int, list[Any] | None]:
-        """`limit` (1..100, default 20) and the decoded keyset cursor, if any. `kinds` declares
-        the type of each cursor position ("i" integer, "s" string), e.g. ``page_params(2, "si")``."""
-        raw_limit = self.get_query_argument("limit", None)
-        if raw_limit is None or raw_limit == "":
+        """`limit` (1..100, default 20 when absent) and the decoded keyset cursor, if any.
+        Strict: a present but empty, padded or non-ASCII-digit `limit` is 400
+        `invalid_limit`; a present `cursor` that `decode_cursor` refuses (an empty one too)
+        is 400 `invalid_cursor`. `kinds` declares the type of each cursor position
+        ("i" integer, "s" string), e.g. ``page_params(2, "si")``."""
+        raw_limit = self.get_query_argument("limit", None, strip=False)
+        if raw_limit is None:
             limit = 20
         else:
-            if not re.fullmatch(r"\d{1,4}", raw_limit) or not 1 <= int(raw_limit) <= 100:
+            # ASCII digits only: `\d` and int() also take other scripts' digits ("٥").
+            if not _LIMIT_RE.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= 100:
                 raise ApiError(400, "invalid_limit", "limit must be a whole number from 1 to 100.")
             limit = int(raw_limit)
-        cursor = self.get_query_argument("cursor", None)
-        return limit, (decode_cursor(cursor, arity, kinds) if cursor else None)
+        cursor = self.get_query_argument("cursor", None, strip=False)
+        return limit, (decode_cursor(cursor, arity, kinds) if cursor is not None else None)
+
+
+_LIMIT_RE = re.compile(r"[0-9]{1,4}")
 
 
 def error_for(exc: BaseException | None, status_code: int, request_id: str) -> ApiError:

@@ -61,7 +61,14 @@ class SecretBox:
             raise SecretBoxError("not a sealed value") from None
         if version != "v1" or kid not in self._keys:
             raise SecretBoxError(f"no key with id {kid!r} (was the secret key changed?)")
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        try:
+            # binascii.Error (bad padding) and non-ASCII text are ValueErrors: a damaged
+            # value is this module's error, like any other that cannot be opened.
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        except ValueError:
+            raise SecretBoxError("sealed value is not base64url") from None
+        if len(raw) < 12 + 16:
+            raise SecretBoxError("sealed value is too short")
         try:
             return self._keys[kid].decrypt(raw[:12], raw[12:], context.encode())
         except Exception:

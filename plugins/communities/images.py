@@ -1,59 +1,138 @@
-"""Avatar and banner uploads: PNG or JPEG, recognised by content, not by name."""
+"""Avatar and banner uploads: decoded with Pillow, capped, re-encoded without metadata.
+
+What the community's public repo receives is never the bytes that were sent: the upload is
+decoded (PNG or JPEG only, recognised by content), refused when its declared size passes the
+caps below (checked from the header, before any pixel is decoded, so a small file declaring
+20000×20000 costs nothing), turned upright by its EXIF orientation, and written again as a
+fresh PNG or JPEG that carries no EXIF (GPS, camera, dates), XMP, comments or text chunks.
+The ICC colour profile is kept so photos keep their colours. docs/communities.md, "Uploads",
+states the same rules for users.
+"""
 
 from __future__ import annotations
 
-import struct
+import asyncio
+import io
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps
 
 from daemon.http import ApiError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
-MAX_SIDE = 20_000
+
+# The formats Pillow may try: only those the profile lexicon accepts. Fewer decoders, less
+# attack surface; anything else is 415 whatever its name or declared type.
+_INPUT_FORMATS = ("PNG", "JPEG")
+
+# The lexicon's maxSize for avatar and banner blobs (lexicons/community.commonroom.profile.json).
+LEXICON_MAX_BYTES = 1_000_000
+
+JPEG_QUALITY = 90
 
 
-def _unsupported() -> ApiError:
-    return ApiError(415, "unsupported_image", "The image must be a PNG or a JPEG file.")
+@dataclass(frozen=True)
+class ImageCaps:
+    """Largest image accepted for one use: each side, and the pixel count."""
+
+    max_width: int
+    max_height: int
+    max_pixels: int
 
 
-def sniff_image(data: bytes) -> tuple[str, int, int]:
-    """(mime type, width, height) of a PNG or JPEG, read from its header; 415 otherwise."""
-    if data.startswith(PNG_MAGIC):
-        if len(data) < 33 or data[12:16] != b"IHDR":
-            raise _unsupported()
-        width, height = struct.unpack(">II", data[16:24])
-        return _checked("image/png", width, height)
-    if data.startswith(b"\xff\xd8\xff"):
-        return _checked("image/jpeg", *_jpeg_size(data))
-    raise _unsupported()
+# Avatars are shown small and square; banners are wide (Bluesky's are 3:1, 1500×500).
+CAPS = {
+    "avatar": ImageCaps(max_width=2000, max_height=2000, max_pixels=2000 * 2000),
+    "banner": ImageCaps(max_width=3000, max_height=3000, max_pixels=3000 * 1000),
+}
 
 
-def _checked(mime: str, width: int, height: int) -> tuple[str, int, int]:
-    if not (0 < width <= MAX_SIDE and 0 < height <= MAX_SIDE):
-        raise _unsupported()
-    return mime, width, height
+@dataclass(frozen=True)
+class CleanImage:
+    data: bytes
+    mime: str
+    width: int
+    height: int
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int]:
-    i = 2
-    while i + 4 <= len(data):
-        if data[i] != 0xFF:
-            raise _unsupported()
-        marker = data[i + 1]
-        if marker == 0xFF:  # fill byte
-            i += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-            i += 2
-            continue
-        (length,) = struct.unpack(">H", data[i + 2:i + 4])
-        if length < 2:
-            raise _unsupported()
-        if marker in _JPEG_SOF:
-            if i + 9 > len(data):
-                raise _unsupported()
-            height, width = struct.unpack(">HH", data[i + 5:i + 9])
-            return width, height
-        if marker == 0xDA:  # start of scan before any frame header
-            raise _unsupported()
-        i += 2 + length
-    raise _unsupported()
+def _unsupported(detail: str = "") -> ApiError:
+    return ApiError(415, "unsupported_image",
+                    "The image must be a PNG or a JPEG file" + (f" ({detail})." if detail else "."))
+
+
+def _too_large(kind: str, found: str) -> ApiError:
+    caps = CAPS[kind]
+    return ApiError(413, "image_too_large",
+                    f"The image {found}; {'an' if kind == 'avatar' else 'a'} {kind} may be at most "
+                    f"{caps.max_width}×{caps.max_height} pixels and {caps.max_pixels:,} pixels in all.")
+
+
+async def clean_image(data: bytes, kind: str, max_bytes: int) -> CleanImage:
+    """`reencode` in a worker thread: decoding and encoding hold the CPU for a while and
+    must not stall the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(None, reencode, data, kind, max_bytes)
+
+
+def reencode(data: bytes, kind: str, max_bytes: int) -> CleanImage:
+    """The upload `data` as a fresh PNG (for a PNG) or JPEG (for a JPEG) of at most
+    `max_bytes` (and the lexicon's maxSize), upright, without metadata. 415
+    `unsupported_image` for anything that is not a decodable PNG or JPEG; 413
+    `image_too_large` past the caps for `kind` ("avatar" or "banner"), 413
+    `payload_too_large` when the re-encoded image is still too many bytes."""
+    caps = CAPS[kind]
+    try:
+        # open() reads only the header; a size past Pillow's own bomb limit raises here.
+        im = Image.open(io.BytesIO(data), formats=_INPUT_FORMATS)
+    except Image.DecompressionBombError:
+        raise _too_large(kind, "declares hundreds of millions of pixels") from None
+    except Exception:  # noqa: BLE001 - whatever Pillow cannot read is not an image to us
+        raise _unsupported() from None
+    with im:
+        width, height = im.size
+        if width < 1 or height < 1:
+            raise _unsupported("it has no pixels")
+        if width > caps.max_width or height > caps.max_height or width * height > caps.max_pixels:
+            raise _too_large(kind, f"is {width}×{height} pixels")
+        source_format = im.format
+        icc = im.info.get("icc_profile")
+        try:
+            im.load()
+            upright = ImageOps.exif_transpose(im)
+        except Exception:  # noqa: BLE001 - truncated, corrupt, bombs inside chunks ...
+            raise _unsupported("it could not be decoded") from None
+    pixels = _fresh(upright, source_format)
+    limit = min(max_bytes, LEXICON_MAX_BYTES)
+    out = _encode(pixels, "PNG" if source_format == "PNG" else "JPEG", icc)
+    if len(out) > limit and pixels.mode in ("RGB", "L"):
+        out = _encode(pixels, "JPEG", icc)  # an opaque PNG photo: JPEG is far smaller
+        source_format = "JPEG"
+    if len(out) > limit:
+        raise ApiError(413, "payload_too_large",
+                       f"Re-encoded, the image is {len(out)} bytes, more than {limit}; "
+                       "upload a smaller image.")
+    mime = "image/png" if source_format == "PNG" and out.startswith(PNG_MAGIC) else "image/jpeg"
+    return CleanImage(out, mime, pixels.width, pixels.height)
+
+
+def _fresh(im: Image.Image, source_format: str | None) -> Image.Image:
+    """The pixels of `im` in a new image with no `info` (EXIF, XMP, text, comments, DPI),
+    in a mode the output format can carry."""
+    if source_format == "PNG":
+        has_alpha = im.mode in ("RGBA", "LA", "PA") or "transparency" in im.info
+        target = "RGBA" if has_alpha else ("L" if im.mode in ("1", "L", "I", "I;16", "F") else "RGB")
+    else:
+        target = "L" if im.mode == "L" else "RGB"
+    pixels = im.convert(target) if im.mode != target else im.copy()
+    pixels.info = {}
+    return pixels
+
+
+def _encode(im: Image.Image, fmt: str, icc: bytes | None) -> bytes:
+    buf = io.BytesIO()
+    extra = {"icc_profile": icc} if icc else {}
+    if fmt == "JPEG":
+        im = im.convert("RGB") if im.mode not in ("RGB", "L") else im
+        im.save(buf, "JPEG", quality=JPEG_QUALITY, optimize=True, **extra)
+    else:
+        im.save(buf, "PNG", optimize=True, **extra)
+    return buf.getvalue()

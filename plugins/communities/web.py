@@ -14,7 +14,7 @@ from daemon import validate
 from daemon.atproto.syntax import new_tid
 from daemon.http import ApiError, BaseHandler
 from plugins.communities import common, records as rec, service
-from plugins.communities.images import sniff_image
+from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
 from store import communities as communities_store
 from store.db import Row
@@ -120,9 +120,10 @@ class ProfileHandler(WebBase):
 
 
 class ImageHandler(WebBase):
-    """POST an image as the raw body (Content-Type image/png or image/jpeg) or as the
-    first file of a multipart form. The banner route also takes JSON
-    ``{"fromProfile": true}``: reuse the user's own Bluesky banner."""
+    """POST an image as the raw body or as the first file of a ``multipart/form-data`` form.
+    The banner route also takes JSON ``{"fromProfile": true}``: reuse the user's own Bluesky
+    banner. Whatever the source, the image goes through `images.clean_image` (decoded,
+    capped, upright, metadata stripped, re-encoded) before it reaches the community's repo."""
 
     def body_limit(self) -> int:
         # room for multipart framing around an image of the allowed size
@@ -131,29 +132,41 @@ class ImageHandler(WebBase):
     async def post(self, did: str, kind: str) -> None:
         row = await self.admin_community(did)
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        if kind == "banner" and ctype in ("application/json", ""):
+        if kind == "banner" and ctype == "application/json":
             body = self.json_body()
             if body.get("fromProfile") is not True:
                 raise ApiError(400, "invalid_request", 'Send an image, or {"fromProfile": true}.')
             data = await self._profile_banner()
         elif ctype == "multipart/form-data":
-            files: dict[str, list[Any]] = {}
-            tornado.httputil.parse_body_arguments(self.request.headers["Content-Type"], self.body, {}, files)
-            found = [f for group in files.values() for f in group]
-            if not found:
-                raise ApiError(400, "invalid_request", "The form holds no file.")
-            data = found[0]["body"]
+            data = self._form_file()
         else:
             data = self.body
         limit = self.app.config.plugin("communities").max_upload_bytes
         if len(data) > limit:
             raise ApiError(413, "payload_too_large", f"The image is larger than {limit} bytes.")
-        mime, _, _ = sniff_image(data)
+        image = await clean_image(data, kind, limit)
         repo = await service.community_repo_for(self.app, row["did"])
-        blob = await service.pds(repo.upload_blob(data, mime))
+        blob = await service.pds(repo.upload_blob(image.data, image.mime))
         from daemon.atproto.pds import blob_cid
-        await service.update_profile(self.app, row, self.me, **{kind: (blob_cid(blob), mime, len(data))})
+        await service.update_profile(self.app, row, self.me,
+                                     **{kind: (blob_cid(blob), image.mime, len(image.data))})
         self.send_json(await common.created(self, row["did"], self.principal.did))
+
+    def _form_file(self) -> bytes:
+        """The first file of the multipart body; 400 `invalid_request` for a form Tornado's
+        parser refuses (no boundary, no final boundary, a part without headers or a
+        form-data Content-Disposition and name, more than 100 parts ...) or one without a file."""
+        files: dict[str, list[Any]] = {}
+        try:
+            tornado.httputil.parse_body_arguments(self.request.headers["Content-Type"], self.body, {}, files)
+        except ApiError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - HTTPInputError, and anything else the parser meets
+            raise ApiError(400, "invalid_request", f"The multipart form cannot be read: {exc}") from None
+        found = [f for group in files.values() for f in group]
+        if not found:
+            raise ApiError(400, "invalid_request", "The form holds no file.")
+        return found[0]["body"]
 
     async def _profile_banner(self) -> bytes:
         """The user's banner, streamed: at most `max_upload_bytes` are read (413 beyond),
