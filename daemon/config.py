@@ -133,6 +133,7 @@ class PluginsConfig:
 
 
 LogLevel = Literal["debug", "info", "warning", "error"]
+LogFormat = Literal["text", "json"]
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class Config:
     plugins: PluginsConfig = PluginsConfig()
     metrics: MetricsConfig = MetricsConfig()
     log_level: LogLevel = "info"
+    log_format: LogFormat = "text"
     # Not keys of the file: where it was read from, and the plugins' own sections.
     base_dir: str = field(default=".", metadata={"internal": True})
     plugin_sections: Mapping[str, Any] = field(default_factory=dict, metadata={"internal": True})

@@ -32,21 +32,72 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
-def setup_logging(level: str) -> None:
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, requestId, message (and exception)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        import json
+        out = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+               "level": record.levelname.lower(), "logger": record.name,
+               "requestId": getattr(record, "request_id", "-"), "message": record.getMessage()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out["exception"] = record.exc_text
+        return json.dumps(out, ensure_ascii=False)
+
+
+class JournaldPrefix(logging.Formatter):
+    """Prefix each line with its syslog priority (``<3>`` error ... ``<7>`` debug), which
+    journald reads from a service's stderr (sd-daemon(3)) and strips."""
+
+    _PRIORITY = {logging.CRITICAL: 2, logging.ERROR: 3, logging.WARNING: 4, logging.INFO: 6, logging.DEBUG: 7}
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        priority = self._PRIORITY.get(record.levelno, 6 if record.levelno >= logging.INFO else 7)
+        text = self.inner.format(record)
+        # A multi-line record (a traceback) keeps its priority on every line.
+        return "\n".join(f"<{priority}>{line}" for line in text.split("\n"))
+
+
+def setup_logging(level: str, fmt: str = "text") -> None:
     """One stderr handler on the root logger, so every logger's lines carry the request id
-    and pass through `RedactSecrets` (no token, code or key is ever written)."""
+    and pass through `RedactSecrets` (no token, code or key is ever written). `fmt` is
+    ``text`` or ``json``; under systemd (journald on stderr) lines carry their priority."""
     from daemon.redact import RedactSecrets
 
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_RequestIdFilter())
     handler.addFilter(RedactSecrets())
-    handler.setFormatter(logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    formatter: logging.Formatter
+    if fmt == "json":
+        formatter = JsonFormatter()
+    else:
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+    if _stderr_is_journal():
+        formatter = JournaldPrefix(formatter)
+    handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     for noisy in ("httpx", "httpcore", "aiosqlite"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def _stderr_is_journal() -> bool:
+    """systemd sets JOURNAL_STREAM to the device:inode of the journal stream it connected."""
+    stream = os.environ.get("JOURNAL_STREAM", "")
+    if ":" not in stream:
+        return False
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return False
+    return stream == f"{st.st_dev}:{st.st_ino}"
 
 
 async def serve(config: Any, pm: Any) -> int:
@@ -227,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             plugin_commands[name] = run
     args = parser.parse_args(argv)
     assert config is not None  # without one, parse_args has printed help or the version and exited
-    setup_logging(config.log_level)
+    setup_logging(config.log_level, config.log_format)
 
     try:
         if args.command == "check-config":

@@ -71,3 +71,8 @@ async def deactivate_tx(tx: Transaction, app_id: str, now: str) -> None:
     await tx.execute(
         "UPDATE apps SET active = 0, deactivated_at = ?, updated_at = ? WHERE id = ? AND active = 1",
         (now, now, app_id))
+
+
+async def all_apps(db: Database) -> list[Row]:
+    """Every app, oldest first (operator listing)."""
+    return await db.fetchall("SELECT * FROM apps ORDER BY created_at, id")

@@ -221,3 +221,13 @@ async def finish_write_if_tx(tx: Transaction, key: str, created_at: str, attempt
         "DELETE FROM community_pending_writes WHERE key = ? AND created_at = ? AND attempts = ?",
         (key, created_at, attempts))
     return cur.rowcount > 0
+
+
+async def all_communities(db: Database, query: str | None) -> list[Row]:
+    """Every community in any state, newest first, optionally matching `query` (operator
+    listing: private and unlisted ones included)."""
+    if query:
+        return await db.fetchall(
+            "SELECT * FROM communities WHERE id IN "
+            "(SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?) ORDER BY id DESC", (query,))
+    return await db.fetchall("SELECT * FROM communities ORDER BY id DESC")

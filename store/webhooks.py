@@ -227,3 +227,12 @@ async def queue_stats(db: Database) -> tuple[int, str | None]:
         "SELECT q.depth, (SELECT created_at FROM webhook_deliveries WHERE id = q.head) AS oldest FROM "
         "(SELECT COUNT(*) AS depth, MIN(id) AS head FROM webhook_deliveries WHERE status = 'pending') q")
     return (int(row["depth"]), row["oldest"]) if row else (0, None)
+
+
+async def all_webhooks(db: Database, app_id: str | None) -> list[Row]:
+    """Every webhook (of one app), oldest first, with its pending deliveries (operator listing)."""
+    where, params = ("WHERE w.app_id = ?", (app_id,)) if app_id else ("", ())
+    return await db.fetchall(
+        f"SELECT {_WEBHOOK_COLUMNS}, (SELECT COUNT(*) FROM webhook_deliveries d "
+        f"WHERE d.webhook_id = w.id AND d.status = 'pending') AS pending "
+        f"FROM webhooks w {where} ORDER BY w.created_at, w.id", params)

@@ -10,8 +10,9 @@ repo now says what happened). Join requests and app grants are local-only and st
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
+from daemon import cli
 from daemon.atproto.pds import blob_cid
 from plugins.communities import records as rec
 from plugins.communities.service import audit_tx, community_lock, community_repo_for
@@ -22,7 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
 
-async def reindex(app: "Application", did: str) -> dict[str, Any]:
+async def reindex(app: "Application", did: str,
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     row = await communities_store.get_community(app.db, did)
     if row is None:
         raise LookupError(f"{did} is not a community of this service")
@@ -35,6 +37,8 @@ async def reindex(app: "Application", did: str) -> dict[str, Any]:
         while True:
             records, cursor = await repo.list_records(rec.nsid(app, "membershipProof"), limit=100,
                                                       cursor=cursor)
+            if progress is not None:
+                progress(f"read {len(proofs) + len(records)} membership proof(s) so far")
             for r in records:
                 member = r["value"].get("memberDid")
                 if isinstance(member, str):
@@ -91,12 +95,28 @@ def cli_commands() -> dict[str, Any]:
 
     async def run(app: "Application", args: argparse.Namespace) -> int:
         try:
-            summary = await reindex(app, args.did)
+            summary = await reindex(app, args.did, progress=cli.progress)
         except LookupError as exc:
-            print(f"commonroom reindex: {exc}")
-            return 1
+            return cli.fail(f"reindex: {exc}")
         print(f"reindexed {args.did}: {summary['members']} member(s), {summary['pending']} pending, "
               f"{summary['added']} added, {summary['removed']} removed, admins {summary['admins']}")
         return 0
 
-    return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run)}
+    def add_communities(parser: argparse.ArgumentParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True)
+        listing = actions.add_parser("list", help="every community, any state or type, newest first")
+        listing.add_argument("--query", help="only those whose name, handle or description match")
+        cli.add_json_flag(listing)
+
+    async def communities(app: "Application", args: argparse.Namespace) -> int:
+        query = communities_store.fts_query(args.query) if args.query else None
+        if args.query and query is None:
+            return cli.fail("--query needs a word to search for", 2)
+        rows = [{"did": r["did"], "handle": r["handle"], "name": r["display_name"], "type": r["type"],
+                 "members": r["member_count"], "pending": r["pending_count"], "state": r["state"],
+                 "creator": r["creator_did"], "createdAt": r["created_at"]}
+                for r in await communities_store.all_communities(app.db, query)]
+        return cli.print_rows(rows, ("did", "handle", "name", "type", "members", "pending", "state"), args.json)
+
+    return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),
+            "communities": ("list every community (operator): communities list", add_communities, communities)}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
-from plugins.webhooks import delivery, handlers, metrics
+from plugins.webhooks import delivery, handlers, metrics, operator
 from plugins.webhooks.settings import WebhooksConfig, check
 
 
@@ -24,6 +24,11 @@ def cr_migrations() -> tuple[str, str]:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_cli_commands() -> dict[str, Any]:
+    return operator.cli_commands()
 
 
 @hookimpl
