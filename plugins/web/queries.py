@@ -1,0 +1,58 @@
+"""Reads the pages need that no store module offers yet (the plugin's own query module:
+the only SQL of the web plugin), and plain-data shapes for the templates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from daemon.atproto.syntax import is_did
+from plugins.communities.views import image_url
+from store import members as members_store
+from store.db import Database, Row
+
+
+async def community_did_by_handle(db: Database, handle: str) -> str | None:
+    """The DID of the active community with `handle` (the indexed handle, lower-case)."""
+    return await db.fetchval(
+        "SELECT did FROM communities WHERE handle = ? AND state = 'active' ORDER BY id DESC LIMIT 1",
+        (handle.strip().lower().lstrip("@"),))
+
+
+async def community_did_of(db: Database, ident: str) -> str | None:
+    """`/c/<ident>`: a DID as it is, a handle through the index (None: no such community)."""
+    if is_did(ident):
+        return ident
+    return await community_did_by_handle(db, ident)
+
+
+def role_of(admin_rank: int | None) -> str:
+    if admin_rank == 0:
+        return "primary admin"
+    return "admin" if admin_rank is not None else "member"
+
+
+def card(row: Row) -> dict[str, Any]:
+    """A community as a list shows it."""
+    return {"did": row["did"], "handle": row["handle"], "name": row["display_name"],
+            "description": row["description"] or "", "type": row["type"],
+            "avatar": image_url(row, "avatar"), "member_count": row["member_count"]}
+
+
+async def my_communities(db: Database, user_did: str, *, limit: int,
+                         after_id: int | None) -> tuple[list[dict[str, Any]], int | None]:
+    """The user's communities (newest membership first) with their role, and for those they
+    run the number of pending join requests; plus the keyset position of the next page."""
+    rows = await members_store.memberships_of(db, user_did, limit=limit + 1, after_id=after_id)
+    out = []
+    for row in rows[:limit]:
+        item = card(row) | {"role": role_of(row["admin_rank"])}
+        item["pending_count"] = row["pending_count"] if row["admin_rank"] is not None else None
+        out.append(item)
+    more = rows[limit - 1]["member_id"] if len(rows) > limit else None
+    return out, more
+
+
+async def my_requests(db: Database, user_did: str) -> list[dict[str, Any]]:
+    """Communities the user asked to join (role "pending")."""
+    return [card(r) | {"role": "pending", "pending_count": None}
+            for r in await members_store.requests_of(db, user_did)]
