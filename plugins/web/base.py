@@ -56,7 +56,8 @@ def safe_next(value: Any) -> str | None:
 def content_security_policy(*, sign_in_form: bool, http_allowed: bool) -> str:
     """No inline script or style anywhere. Images may come from any PDS (avatars are blob
     URLs on the community's PDS). The sign-in form posts to /login, which redirects to the
-    person's own authorization server: a page that holds it must allow that redirect."""
+    person's own authorization server: a page that holds it must allow that redirect.
+    `http_allowed` (`atproto.allow_insecure_http`, development): PDSes may be plain http."""
     img = "'self' https:" + (" http:" if http_allowed else "")
     action = "'self'"
     if sign_in_form:
@@ -173,7 +174,7 @@ class PageHandler(BaseHandler):
         self.put_header("Content-Type", "text/html; charset=utf-8")
         self.put_header("Content-Security-Policy", content_security_policy(
             sign_in_form=sign_in_form,
-            http_allowed=not self.app.config.server.base_url.startswith("https://")))
+            http_allowed=self.app.config.atproto.allow_insecure_http))
         self.put_header("Referrer-Policy", "same-origin")
         self.put_header("X-Frame-Options", "DENY")
         namespace = {

@@ -111,7 +111,7 @@ class CommunityPage(PageHandler):
         done = self.get_query_argument("done", "")
         self.render_page(
             "community.html", title=community["displayName"], community=community,
-            path_of=community_path(row), action=self.action(row, status), status=status,
+            path_of=community_path(row), action=self.action(row, status), membership=status,
             members=members["members"] if members else None, more=more, search=search,
             notice=NOTICES.get(done), paged=bool(self.get_query_argument("cursor", "")))
 
