@@ -29,7 +29,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 
 @pytest.fixture
 def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
-    return {**oauth_tls_config, "rate_limits": {"api": {"requests": 100000, "window_seconds": 60},
+    return {**oauth_tls_config, "oauth": {"after_login_url": "/"}, "rate_limits": {"api": {"requests": 100000, "window_seconds": 60},
                                                 "session": {"requests": 100000, "window_seconds": 60}}}
 
 

@@ -29,8 +29,13 @@ async def test_home_signed_out_has_one_h1_and_the_sign_in_form(client):
     assert resp.headers["Content-Type"].startswith("text/html")
     page = resp.text
     assert page.count("<h1") == 1
-    assert 'action="/login"' in page and 'name="returnTo" value="/"' in page
+    assert 'action="/login"' in page and 'name="returnTo"' not in page  # oauth.after_login_url
     assert '<label for="input">Handle, DID or server address</label>' in page
+    # from a page that sent the person here: back to that page after signing in
+    page = (await client.get("/?next=/c/bakers.test")).text
+    assert 'name="returnTo" value="/c/bakers.test"' in page
+    page = (await client.get("/?next=//evil.example")).text
+    assert 'name="returnTo"' not in page
 
 
 async def test_every_page_has_a_strict_csp_without_unsafe_inline(client, app):

@@ -49,7 +49,7 @@ class HomePage(PageHandler):
     async def get(self) -> None:
         if self.principal is None:
             self.render_page("home_signed_out.html", title="Commonroom", sign_in_form=True,
-                             next=safe_next(self.get_query_argument("next", None)) or "/",
+                             next=safe_next(self.get_query_argument("next", None)),
                              ended=self.session_ended)
             return
         limit, cursor = self.page_params(1, "i")
