@@ -120,3 +120,136 @@ async def test_get_login_redirects_to_the_home_page_with_a_safe_next(client):
     ("/x\r\nSet-Cookie: a=b", False), (None, False)])
 def test_next_must_be_a_same_site_path(value, ok):
     assert (value is not None and safe_next(value) == value) is ok
+
+
+# ------------------------------------------------------------------ pages over the index
+# (communities written straight into the index: these pages never call a PDS)
+
+
+async def add_request(app, community_did: str, user_did: str) -> None:
+    from store import communities as communities_store
+    from store import members as members_store
+    async with app.db.transaction("tests.add_request") as tx:
+        await members_store.insert_request_tx(tx, community_did=community_did, member_did=user_did,
+                                              now=app.clock.iso_now(), membership_uri=None,
+                                              membership_cid=None, app_id=None)
+        await communities_store.adjust_counts_tx(tx, community_did, pending=1)
+
+
+async def test_home_lists_my_communities_with_my_role_and_pending_counts(client, app):
+    from tests.fixtures_communities import seed_community
+    me = "did:plc:webme"
+    mine = await seed_community(app, me, type="admin-approved")
+    theirs = await seed_community(app, "did:plc:webother", members=(me,))
+    asked = await seed_community(app, "did:plc:webthird", type="admin-approved")
+    await add_request(app, mine, "did:plc:webasker1")
+    await add_request(app, mine, "did:plc:webasker2")
+    await add_request(app, asked, me)
+    session = await login_as(app, me, "me.test")
+    page = (await client.get("/", headers={"Cookie": f"sid={session.sid}"})).text
+    cards = re.findall(r'<li class="community-card">(.*?)</li>', page, re.S)
+    roles = {}
+    for card in cards:
+        did_handle = re.search(r'@(\S+?)</p>', card).group(1)
+        roles[did_handle] = re.search(r'badge-role[^"]*">([^<]+)<', card).group(1)
+        if "pending request" in card:
+            roles[did_handle] += " + " + re.search(r'(\d+) pending request', card).group(1)
+    handles = {d: f"{d[8:20]}.test" for d in (mine, theirs, asked)}
+    assert roles == {handles[mine]: "Primary admin + 2", handles[theirs]: "Member",
+                     handles[asked]: "Pending"}
+
+
+async def test_discover_hides_private_communities_from_non_members(client, app):
+    from tests.fixtures_communities import seed_community
+    open_did = await seed_community(app, "did:plc:webowner")
+    private_did = await seed_community(app, "did:plc:webowner", type="private", members=("did:plc:webin",))
+    outsider = await login_as(app, "did:plc:webout", "out.test")
+    insider = await login_as(app, "did:plc:webin", "in.test")
+
+    def listed(page: str) -> set[str]:
+        return set(re.findall(r'@(\S+?)</p>', page))
+
+    handle = {d: f"{d[8:20]}.test" for d in (open_did, private_did)}
+    for who in (None, outsider):
+        page = (await client.get("/discover", headers={"Cookie": f"sid={who.sid}"} if who else {})).text
+        assert handle[open_did] in listed(page) and handle[private_did] not in listed(page)
+    page = (await client.get("/discover", headers={"Cookie": f"sid={insider.sid}"})).text
+    assert {handle[open_did], handle[private_did]} <= listed(page)
+
+
+async def test_discover_pages_by_cursor(client, app):
+    from tests.fixtures_communities import seed_community
+    dids = [await seed_community(app, "did:plc:webmany") for _ in range(3)]
+    page = (await client.get("/discover?limit=2")).text
+    more = re.search(r'<a href="(/discover\?cursor=[^"]+)">More communities</a>', page).group(1)
+    rest = (await client.get(more.replace("&amp;", "&") + "&limit=2")).text
+    first = set(re.findall(r'@(\S+?)</p>', page))
+    second = set(re.findall(r'@(\S+?)</p>', rest))
+    assert len(first) == 2 and len(second) == 1 and not first & second
+    assert first | second == {f"{d[8:20]}.test" for d in dids}
+
+
+async def test_community_page_by_handle_and_by_did_shows_members_and_my_action(client, app):
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:webadmin", members=("did:plc:webmember",))
+    handle = f"{did[8:20]}.test"
+    visitor = await login_as(app, "did:plc:webvisitor", "visitor.test")
+    member = await login_as(app, "did:plc:webmember", "member.test")
+    admin = await login_as(app, "did:plc:webadmin", "admin.test")
+    for path in (f"/c/{handle}", f"/c/{did}", f"/c/{did.replace(':', '%3A')}"):
+        resp = await client.get(path)
+        assert resp.status == 200, path
+        assert "<h1>Seeded</h1>" in resp.text and "Sign in to join" in resp.text
+    buttons = {}
+    for name, who in (("visitor", visitor), ("member", member), ("admin", admin)):
+        page = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={who.sid}"})).text
+        buttons[name] = re.findall(r'<button type="submit"[^>]*>([^<]+)</button>', page)
+    assert buttons["visitor"] == ["Sign out", "Join", "Search members"]
+    assert buttons["member"] == ["Sign out", "Leave", "Search members"]
+    assert buttons["admin"] == ["Sign out", "Search members"]  # must transfer first
+    page = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "transfer it to another member" in page
+
+
+async def test_join_with_an_ended_login_asks_to_sign_in_and_returns_to_the_community(client, app):
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:webadmin2")
+    # a session whose OAuth grant is gone (made without one): the PDS write cannot happen
+    session = await login_as(app, "did:plc:webnogrant", "nogrant.test")
+    resp = await client.post(f"/c/{did}/join", **form(session, {}))
+    assert resp.status == 403 and resp.headers["Content-Type"].startswith("text/html")
+    assert "Sign in again" in resp.text and 'action="/login"' in resp.text
+    assert f'name="returnTo" value="/c/{did}"' in resp.text
+    assert (await client.get(f"/c/{did}", headers={"Cookie": f"sid={session.sid}"})).status == 200
+
+
+async def test_a_failing_pds_shows_the_try_again_page(client, app):
+    from tests.fixtures_communities import seed_community
+    # the seeded community's PDS (pds.invalid) cannot be reached: leaving must write there
+    from store import accounts as accounts_store
+    did = await seed_community(app, "did:plc:webadmin3", members=("did:plc:webleaver",))
+    async with app.db.transaction("tests.account") as tx:
+        await accounts_store.upsert_account_tx(
+            tx, did=did, handle=f"{did[8:20]}.test", pds_url="http://pds.invalid", origin="provisioned",
+            password_sealed=app.secrets.seal("pw", f"community_accounts.password:{did}"),
+            session_sealed=None, now=app.clock.iso_now())
+    session = await login_as(app, "did:plc:webleaver", "leaver.test")
+    resp = await client.post(f"/c/{did}/leave", **form(session, {}))
+    assert resp.status == 502 and resp.headers["Content-Type"].startswith("text/html")
+    assert "did not answer" in resp.text and "try again" in resp.text
+    page = (await client.get(f"/c/{did}", headers={"Cookie": f"sid={session.sid}"})).text
+    assert ">Leave</button>" in page  # nothing changed
+
+
+async def test_an_unexpected_error_is_an_html_500_page_with_the_request_id(client, app, monkeypatch):
+    from plugins.web import queries
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(queries, "my_communities", broken)
+    session = await login_as(app, "did:plc:webboom", "boom.test")
+    resp = await client.get("/", headers={"Cookie": f"sid={session.sid}", "X-Request-Id": "req-web-500"})
+    assert resp.status == 500 and resp.headers["Content-Type"].startswith("text/html")
+    assert "<h1>Something went wrong</h1>" in resp.text and "req-web-500" in resp.text
+    assert "secret internals" not in resp.text

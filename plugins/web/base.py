@@ -83,6 +83,14 @@ class FormErrors:
         return bool(self.fields or self.general)
 
 
+#: Refusals that signing in again cures (the login ended, or lacks a permission), in words.
+SIGN_IN_AGAIN = {
+    "oauth_grant_missing": "This session cannot write to your repository. Sign in again to carry on.",
+    "scope_missing": "Your sign-in does not allow this service to write your membership record. "
+                     "Sign in again and approve the permissions it asks for.",
+}
+
+
 class SignInRequired(Exception):
     """The page needs a signed-in person (the session is missing or has ended)."""
 
@@ -214,9 +222,11 @@ class PageHandler(BaseHandler):
     def render_error(self, status: int, exc: BaseException | None) -> None:
         code = exc.code if isinstance(exc, ApiError) else None
         message = exc.message if isinstance(exc, ApiError) and status < 500 else None
-        if isinstance(exc, SignInRequired) or status == 401:
-            self.render_page("signin.html", title="Sign in to continue", status=401,
-                             sign_in_form=True, next=self.next_path(), ended=self.session_ended)
+        if isinstance(exc, SignInRequired) or status == 401 or code in SIGN_IN_AGAIN:
+            self.render_page("signin.html", title="Sign in to continue", status=status,
+                             sign_in_form=True, next=self.next_path(),
+                             ended=self.session_ended or status == 401,
+                             reason=SIGN_IN_AGAIN.get(code or ""))
             return
         if code == "csrf_failed":
             kind, heading = "csrf", "This form could not be sent"
