@@ -17,7 +17,7 @@ import pytest
 
 from daemon.atproto.pds import get_record
 from store import members as members_store
-from tests.fixtures_communities import Api, pds_record
+from tests.fixtures_communities import Api, pds_record, proofs_on_pds
 from tests.fixtures_oauth import SERVICE_HOST, oauth_login
 
 pytestmark = [pytest.mark.pds, pytest.mark.browser]
@@ -217,6 +217,37 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert await b_page.get_by_role("button", name="Request to join").count() == 1
         assert (await b_client.get(f"/communities/{did}")).json()["membership"]["isPending"] is False
         assert await membership_record(app, bob["did"], request["membership_uri"]) is None
+
+        # Bob asks again; Alice approves on the settings page her home page links to
+        await b_page.get_by_role("button", name="Request to join").click()
+        await b_page.wait_for_url(base + community_path + "?done=requested")
+        request = await members_store.get_request(app.db, did, bob["did"])
+        await a_page.goto(base + "/")
+        await a_page.get_by_role("link", name="1 pending request").click()
+        await a_page.wait_for_url(base + community_path + "/settings#requests")
+        await pages.check(a_page, "settings")
+        await a_page.get_by_role("button", name=f"Approve {bob['handle']}").click()
+        await a_page.wait_for_url(re.compile(r"/settings\?done=approved"))
+        assert "No one is waiting to join" in await a_page.locator("#requests").inner_text()
+        members = (await a_client.get(f"/communities/{did}/members")).json()["members"]
+        assert {m["did"] for m in members} == {alice["did"], bob["did"]}
+        proof = (await proofs_on_pds(app, did))[bob["did"]]
+        assert proof["value"]["membershipUri"] == request["membership_uri"]
+        await b_page.reload()
+        assert await b_page.get_by_role("button", name="Leave").count() == 1
+
+        # Alice edits the profile: a mistake first, then saved to the index and the PDS
+        await a_page.get_by_label("Name", exact=True).fill("")
+        await a_page.get_by_role("button", name="Save the profile").click()
+        assert "Enter a name" in await a_page.locator(".error-summary").inner_text()
+        await pages.check(a_page, "settings-errors")
+        await a_page.get_by_label("Name", exact=True).fill(name)
+        await a_page.get_by_label("Description").fill("Bread and cakes, every morning.")
+        await a_page.get_by_role("button", name="Save the profile").click()
+        await a_page.wait_for_url(re.compile(r"/settings\?done=profile$"))
+        assert (await pds_record(app, did, "profile"))["description"] == "Bread and cakes, every morning."
+        assert (await a_client.get(f"/communities/{did}")).json()["community"]["description"] == \
+            "Bread and cakes, every morning."
 
         # ---- an open community: Bob joins, sees Leave, leaves
         api = await Api.make(app, client)

@@ -253,3 +253,48 @@ async def test_an_unexpected_error_is_an_html_500_page_with_the_request_id(clien
     assert resp.status == 500 and resp.headers["Content-Type"].startswith("text/html")
     assert "<h1>Something went wrong</h1>" in resp.text and "req-web-500" in resp.text
     assert "secret internals" not in resp.text
+
+
+async def test_settings_are_for_admins_and_decline_a_request_with_a_reason(client, app):
+    from store import audit as audit_store
+    from store import members as members_store
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:websetadmin", type="admin-approved",
+                               members=("did:plc:websetmember",))
+    await add_request(app, did, "did:plc:webasker")
+    admin = await login_as(app, "did:plc:websetadmin", "setadmin.test")
+    member = await login_as(app, "did:plc:websetmember", "setmember.test")
+    resp = await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={member.sid}"})
+    assert resp.status == 403 and "Only an admin" in resp.text
+    resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject", **form(member, {}))
+    assert resp.status == 403
+    assert await members_store.get_request(app.db, did, "did:plc:webasker") is not None
+
+    page = (await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "did:plc:webasker" in page and ">Decline<" in page
+    resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject",
+                             **form(admin, {"reason": "Bakers only"}))
+    assert resp.status == 303
+    assert resp.headers["Location"].endswith("/settings?done=rejected#requests")
+    assert await members_store.get_request(app.db, did, "did:plc:webasker") is None
+    entry = (await audit_store.list_entries(app.db, did, limit=1, before_id=None, action=None))[0]
+    assert (entry["action"], entry["target_did"], entry["reason"]) == ("member.rejected", "did:plc:webasker",
+                                                                        "Bakers only")
+    # sent twice (a reload): nothing to decline any more, said in words
+    resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject", **form(admin, {}))
+    assert resp.status == 303 and "done=gone" in resp.headers["Location"]
+
+
+async def test_profile_form_errors_keep_what_was_typed(client, app):
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:webprof")
+    admin = await login_as(app, "did:plc:webprof", "prof.test")
+    resp = await client.post(f"/c/{did}/settings/profile",
+                             **form(admin, {"displayName": "  ", "description": "Kept <b>text</b>",
+                                            "type": "private"}))
+    assert resp.status == 400
+    page = resp.text
+    assert '<a href="#displayName">Enter a name' in page
+    assert 'id="displayName-error"' in page
+    assert "Kept &lt;b&gt;text&lt;/b&gt;</textarea>" in page
+    assert 'value="private" checked' in page
