@@ -13,6 +13,12 @@ from plugins.web.base import safe_next
 from tests.helpers import login_as
 
 
+@pytest.fixture
+def config_overrides(request) -> dict:
+    """No overrides, or a test's own (``indirect`` parametrization)."""
+    return getattr(request, "param", {})
+
+
 def form(session, fields: dict[str, str], *, token: bool = True) -> dict:
     """A form post as a browser sends it: the session cookies, the token in `_csrf`."""
     data = dict(fields)
@@ -48,6 +54,9 @@ async def test_every_page_has_a_strict_csp_without_unsafe_inline(client, app):
         assert "unsafe-inline" not in csp and "unsafe-eval" not in csp, (path, csp)
         assert "default-src 'none'" in csp and "script-src 'self'" in csp and "style-src 'self'" in csp
         assert "frame-ancestors 'none'" in csp
+        # only a page holding the sign-in form may send a form elsewhere (to the login server)
+        signin = 'action="/login"' in resp.text
+        assert ("form-action 'self';" in csp) is not signin, (path, csp)
         page = resp.text
         # nothing inline that a strict CSP would block
         assert not re.search(r"<script(?![^>]*\bsrc=)", page), path
@@ -298,3 +307,12 @@ async def test_profile_form_errors_keep_what_was_typed(client, app):
     assert 'id="displayName-error"' in page
     assert "Kept &lt;b&gt;text&lt;/b&gt;</textarea>" in page
     assert 'value="private" checked' in page
+
+
+@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["web"]}}], indirect=True)
+async def test_with_the_web_plugin_disabled_home_still_answers_and_pages_are_gone(client):
+    resp = await client.get("/")
+    assert resp.status == 200 and 'action="/login"' in resp.text
+    for path in ("/discover", "/new", "/c/anything.test"):
+        resp = await client.get(path)
+        assert resp.status == 404 and resp.headers["Content-Type"].startswith("application/json"), path

@@ -189,6 +189,10 @@ _CREATE_WORDS = {
 }
 
 
+#: Refusals of the account step that are about one field (the service's message is shown).
+_CREATE_CODES = {"invalid_credentials": "appPassword", "app_password_required": "appPassword"}
+
+
 class CreatePage(PageHandler):
     """GET /new: the form; POST /new: create, then go to the new community's page."""
 
@@ -246,6 +250,8 @@ class CreatePage(PageHandler):
                 name = detail.get("field") if isinstance(detail, dict) else None
                 if name in _CREATE_FIELDS:
                     errors.add(name, _CREATE_WORDS[name])
+            if exc.code in _CREATE_CODES:
+                errors.add(_CREATE_CODES[exc.code], exc.message)
             if not errors:
                 errors.general.append(exc.message)
             self.show_form(errors, exc.status)
