@@ -161,7 +161,7 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         await a_page.wait_for_url(re.compile(r"/c/[^/?]+\?done=created$"))
         assert await a_page.locator("h1").inner_text() == name
         assert "You are its primary admin" in await a_page.get_by_role("status").inner_text()
-        assert "transfer" in await a_page.locator(".action").inner_text()
+        assert "hand it to another member" in await a_page.locator(".action").inner_text()
         assert await a_page.get_by_role("button", name="Leave").count() == 0
         await pages.check(a_page, "community-primary-admin")
         community_path = a_page.url.split(base, 1)[1].split("?")[0]
@@ -248,6 +248,35 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert (await pds_record(app, did, "profile"))["description"] == "Bread and cakes, every morning."
         assert (await a_client.get(f"/communities/{did}")).json()["community"]["description"] == \
             "Bread and cakes, every morning."
+
+        # Alice makes Bob an admin, hands him the primary admin role; Bob removes Alice
+        await a_page.get_by_role("link", name="Manage members and admins").click()
+        await a_page.get_by_role("button", name=f"Make admin ({bob['handle']})").click()
+        await a_page.wait_for_url(re.compile(r"/settings/members\?done=promoted$"))
+        row = a_page.locator(".member", has_text=bob["handle"])
+        assert "Admin" in await row.locator(".badge").all_inner_texts()
+        await pages.check(a_page, "members")
+        await row.get_by_role("link", name=f"Make primary admin ({bob['handle']})").click()
+        assert await a_page.locator("h1").inner_text() == f"Make {bob['handle']} the primary admin?"
+        await pages.check(a_page, "transfer-confirm")
+        await a_page.get_by_role("button", name=f"Make {bob['handle']} the primary admin").click()
+        await a_page.wait_for_url(base + community_path + "?done=transferred")
+        assert await a_page.get_by_role("button", name="Leave").count() == 1
+        admins = (await pds_record(app, did, "admins"))["admins"]
+        assert [a["did"] for a in admins] == [bob["did"], alice["did"]]
+
+        await b_page.goto(base + community_path + "/settings/members")
+        await b_page.get_by_label(f"Reason for removing {alice['handle']}").fill("Handing over")
+        await b_page.get_by_role("button", name=f"Remove {alice['handle']}").click()
+        await b_page.wait_for_url(re.compile(r"/settings/members\?done=removed$"))
+        assert alice["handle"] not in await b_page.locator(".member-list").inner_text()
+        assert alice["did"] not in await proofs_on_pds(app, did)
+        members = (await b_client.get(f"/communities/{did}/members")).json()["members"]
+        assert [(m["did"], m["isPrimaryAdmin"]) for m in members] == [(bob["did"], True)]
+        log = (await b_client.get(f"/communities/{did}/audit-log")).json()["entries"]
+        assert (log[0]["action"], log[0]["targetDid"], log[0]["reason"]) == \
+            ("member.removed", alice["did"], "Handing over")
+        assert log[1]["action"] == "admin.transferred" and log[2]["action"] == "admin.promoted"
 
         # ---- an open community: Bob joins, sees Leave, leaves
         api = await Api.make(app, client)

@@ -217,7 +217,7 @@ async def test_community_page_by_handle_and_by_did_shows_members_and_my_action(c
     assert buttons["member"] == ["Sign out", "Leave", "Search members"]
     assert buttons["admin"] == ["Sign out", "Search members"]  # must transfer first
     page = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={admin.sid}"})).text
-    assert "transfer it to another member" in page
+    assert "hand it to another member" in page
 
 
 async def test_join_with_an_ended_login_asks_to_sign_in_and_returns_to_the_community(client, app):
@@ -316,3 +316,38 @@ async def test_with_the_web_plugin_disabled_home_still_answers_and_pages_are_gon
     for path in ("/discover", "/new", "/c/anything.test"):
         resp = await client.get(path)
         assert resp.status == 404 and resp.headers["Content-Type"].startswith("application/json"), path
+
+
+async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_non_primary(client, app):
+    from store import members as members_store
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:webprim", members=("did:plc:webadm", "did:plc:webplain"))
+    async with app.db.transaction("tests.admins") as tx:
+        await members_store.set_admins_tx(tx, did, [("did:plc:webprim", app.clock.iso_now()),
+                                                    ("did:plc:webadm", app.clock.iso_now())])
+    plain = await login_as(app, "did:plc:webplain", "plain.test")
+    admin = await login_as(app, "did:plc:webadm", "adm.test")
+    primary = await login_as(app, "did:plc:webprim", "prim.test")
+
+    resp = await client.get(f"/c/{did}/settings/members", headers={"Cookie": f"sid={plain.sid}"})
+    assert resp.status == 403 and resp.headers["Content-Type"].startswith("text/html")
+    resp = await client.post(f"/c/{did}/members/did:plc:webadm/demote", **form(plain, {}))
+    assert resp.status == 403 and "Only an admin" in resp.text
+    # an admin (not primary) manages members but is offered no hand-over, and may not open it
+    page = (await client.get(f"/c/{did}/settings/members", headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "Make admin" in page and "Make primary admin" not in page
+    resp = await client.get(f"/c/{did}/settings/transfer?to=did:plc:webplain",
+                            headers={"Cookie": f"sid={admin.sid}"})
+    assert resp.status == 403
+    resp = await client.post(f"/c/{did}/settings/transfer", **form(admin, {"newOwnerDid": "did:plc:webadm"}))
+    assert resp.status == 403
+    # the primary admin's confirmation names the new owner; a non-member is a 404 page
+    page = (await client.get(f"/c/{did}/settings/transfer?to=did:plc:webplain",
+                             headers={"Cookie": f"sid={primary.sid}"})).text
+    assert "<h1>Make did:plc:webplain the primary admin?</h1>" in page
+    assert 'name="newOwnerDid" value="did:plc:webplain"' in page
+    resp = await client.get(f"/c/{did}/settings/transfer?to=did:plc:nobody",
+                            headers={"Cookie": f"sid={primary.sid}"})
+    assert resp.status == 404 and "<h1>Page not found</h1>" in resp.text
+    assert [r["member_did"] for r in await members_store.admins(app.db, did)] == \
+        ["did:plc:webprim", "did:plc:webadm"]

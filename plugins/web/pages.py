@@ -5,44 +5,16 @@ plain data."""
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from daemon.http import ApiError, encode_cursor
 from plugins.communities import common, service
-from plugins.communities.access import require_community
 from plugins.communities.service import Actor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
+from plugins.web.shared import IDENT, NOTICES, community_path, community_row
 from store import communities as communities_store
-
-#: What a form post did, shown on the page it returns to (`?done=`).
-NOTICES = {
-    "joined": "You joined this community.",
-    "requested": "Your request to join was sent. An admin will approve or decline it.",
-    "left": "You left this community.",
-    "withdrawn": "Your request to join was withdrawn.",
-    "created": "Your community is ready. You are its primary admin.",
-    "profile": "The profile is saved.",
-    "approved": "The request was approved: they are a member now.",
-    "rejected": "The request was declined.",
-    "gone": "That request was already answered or withdrawn.",
-}
-
-IDENT = r"([A-Za-z0-9._:%-]{1,253})"
-
-
-def community_path(row: Any) -> str:
-    return "/c/" + quote(row["handle"] or row["did"], safe="")
-
-
-async def community_row(handler: PageHandler, ident: str) -> Any:
-    """The community of `/c/<ident>` as the JSON routes would see it (404 page if none)."""
-    did = await queries.community_did_of(handler.app.db, ident)
-    if did is None:
-        raise ApiError(404, "community_not_found", f"No community {ident} here.")
-    return await require_community(handler.app, did, handler.principal)
-
 
 # ------------------------------------------------------------------ home
 
@@ -260,106 +232,6 @@ class CreatePage(PageHandler):
         self.see_other(community_path(row) + "?done=created")
 
 
-# ------------------------------------------------------------------ settings (admins)
-
-
-#: Profile form field -> words for its validation message.
-_PROFILE_WORDS = {
-    "displayName": "Enter a name for the community (at most 64 characters)",
-    "description": "Shorten the description to 512 characters or fewer",
-    "type": "Choose who can join",
-}
-
-
-class SettingsPage(PageHandler):
-    """GET /c/<ident>/settings: the admins' page: profile, and pending requests."""
-
-    login_required = True
-
-    async def get(self, ident: str) -> None:
-        row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
-        await show_settings(self, row, FormErrors(values=row_profile(row)))
-
-
-async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
-    pending = await common.pending_list(handler, row)
-    more = None
-    if pending.get("cursor"):
-        more = f"{community_path(row)}/settings?{urlencode({'cursor': pending['cursor']})}#requests"
-    title = f"Settings: {row['display_name']}"
-    handler.render_page("settings.html", title=("Error: " + title) if errors else title, status=status,
-                        community=row_profile(row), path_of=community_path(row), errors=errors,
-                        values=errors.values, requests=pending["pendingMembers"], more=more,
-                        notice=NOTICES.get(handler.get_query_argument("done", "")))
-
-
-def row_profile(row: Any) -> dict[str, str]:
-    return {"displayName": row["display_name"], "description": row["description"] or "",
-            "type": row["type"], "handle": row["handle"], "did": row["did"]}
-
-
-class ProfileAction(PageHandler):
-    """POST /c/<ident>/settings/profile: name, description, type (then back, 303)."""
-
-    def form_page(self) -> str:
-        return self.request.path.rsplit("/", 1)[0]
-
-    async def submit(self, ident: str) -> None:
-        assert self.principal is not None
-        row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
-        values = {k: self.form.get(k, "") for k in ("displayName", "description", "type")}
-        errors = FormErrors(values=values)
-        if not values["displayName"].strip():
-            errors.add("displayName", _PROFILE_WORDS["displayName"])
-        if not errors:
-            try:
-                fields = common.community_fields(values, required=True)
-                await service.update_profile(self.app, row, Actor(self.principal.did, None), **fields)
-            except ApiError as exc:
-                if exc.status != 400:
-                    raise
-                for detail in exc.details or []:
-                    name = detail.get("field") if isinstance(detail, dict) else None
-                    if name in _PROFILE_WORDS:
-                        errors.add(name, _PROFILE_WORDS[name])
-                if not errors:
-                    errors.general.append(exc.message)
-        if errors:
-            await show_settings(self, row, errors, 400)
-            return
-        self.see_other(f"{community_path(row)}/settings?done=profile")
-
-
-class DecisionAction(PageHandler):
-    """POST /c/<ident>/requests/<did>/(approve|reject): an admin answers a join request."""
-
-    login_required = True
-
-    def form_page(self) -> str:
-        return self.request.path.split("/requests/", 1)[0] + "/settings"
-
-    async def submit(self, ident: str, member: str, decision: str) -> None:
-        assert self.principal is not None
-        row = await community_row(self, ident)
-        member_did = common.path_did(member)
-        me = Actor(self.principal.did, None)
-        try:
-            if decision == "approve":
-                await service.approve(self.app, row, member_did, me)
-            else:
-                reason = self.form.get("reason", "").strip()[:1000] or None
-                await service.reject(self.app, row, member_did, me, reason)
-            done = "approved" if decision == "approve" else "rejected"
-        except ApiError as exc:
-            # answered already (by another admin, or withdrawn): the page shows what is left
-            if exc.code not in ("no_pending_request", "already_member"):
-                raise
-            done = "gone"
-        self.see_other(f"{community_path(row)}/settings?done={done}#requests")
-
-
 # ------------------------------------------------------------------ sign out
 
 
@@ -379,6 +251,7 @@ class SignOutAction(PageHandler):
 
 def routes() -> list[tuple]:
     # "/" is routed by the oauth plugin (plugins/oauth/home.py serves HomePage there).
+    from plugins.web import admin
     return [
         (STATIC_PATTERN, StaticHandler),
         (r"/discover", DiscoverPage),
@@ -387,7 +260,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-        (r"/c/" + IDENT + r"/settings", SettingsPage),
-        (r"/c/" + IDENT + r"/settings/profile", ProfileAction),
-        (r"/c/" + IDENT + r"/requests/" + common.DID + r"/(approve|reject)", DecisionAction),
-    ]
+    ] + admin.routes()

@@ -56,3 +56,14 @@ async def my_requests(db: Database, user_did: str) -> list[dict[str, Any]]:
     """Communities the user asked to join (role "pending")."""
     return [card(r) | {"role": "pending", "pending_count": None}
             for r in await members_store.requests_of(db, user_did)]
+
+
+async def member_profile(db: Database, community_did: str, member_did: str) -> dict[str, Any] | None:
+    """A member's name for a confirmation ("Make <name> the primary admin?"), or None."""
+    member = await members_store.get_member(db, community_did, member_did)
+    if member is None:
+        return None
+    profile = await members_store.get_profile(db, member_did)
+    handle = profile["handle"] if profile else None
+    name = (profile["display_name"] if profile else None) or handle or member_did
+    return {"did": member_did, "handle": handle, "name": name}
