@@ -278,6 +278,11 @@ async def test_create_find_request_join_and_leave_through_the_pages(
             ("member.removed", alice["did"], "Handing over")
         assert log[1]["action"] == "admin.transferred" and log[2]["action"] == "admin.promoted"
 
+        await b_page.goto(base + community_path + "/settings/audit")
+        history = await b_page.locator(".audit-list").inner_text()
+        assert f"removed {alice['handle']}" in history and "Handing over" in history
+        await pages.check(b_page, "audit")
+
         # ---- an open community: Bob joins, sees Leave, leaves
         api = await Api.make(app, client)
         open_did = (await api.create(alice, f"Open {name}", "open"))["did"]
@@ -309,7 +314,21 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert (await api.check(open_did, bob["did"]))["isMember"] is False
         assert await membership_record(app, bob["did"], member["membership_uri"]) is None
 
-        # Bob's home lists what he is in; the private community's page hides its members
+        # Bob, now primary admin of the first community, deletes it (typing its handle)
+        await b_page.goto(base + community_path + "/settings")
+        await b_page.get_by_role("link", name="Delete the community").click()
+        await pages.check(b_page, "delete")
+        handle = community_path.rsplit("/", 1)[1]
+        await b_page.get_by_label("To confirm, type the community's handle").fill(handle)
+        await b_page.get_by_role("button", name="Delete the community").click()
+        await b_page.wait_for_url(base + "/?done=deleted")
+        assert "The community was deleted." in await b_page.get_by_role("status").inner_text()
+        assert name not in await b_page.locator("main").inner_text()
+        assert (await b_client.get(f"/communities/{did}")).status == 404
+        ns = app.config.atproto.namespace
+        assert await get_record(app, app.config.atproto.pds_url, did, f"{ns}.profile", "self") is None
+
+        # the private community's page hides its members from Bob
         await b_page.goto(base + f"/c/{private['handle']}")
         assert "visible to its members only" in await b_page.locator("#members").inner_text()
         await pages.check(b_page, "community-private-visitor")

@@ -293,6 +293,15 @@ async def test_settings_are_for_admins_and_decline_a_request_with_a_reason(clien
     resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject", **form(admin, {}))
     assert resp.status == 303 and "done=gone" in resp.headers["Location"]
 
+    # the history says it in words, with the reason; members may not read it
+    page = (await client.get(f"/c/{did}/settings/audit", headers={"Cookie": f"sid={admin.sid}"})).text
+    first = re.search(r'<ol class="audit-list">\s*<li>(.*?)</li>', page, re.S).group(1)
+    assert re.sub(r"<[^>]+>|\s+", " ", first).split() [:7] == \
+        ["did:plc:websetadmin", "declined", "the", "request", "of", "did:plc:webasker", "Reason:"]
+    assert "Bakers only" in first
+    resp = await client.get(f"/c/{did}/settings/audit", headers={"Cookie": f"sid={member.sid}"})
+    assert resp.status == 403
+
 
 async def test_profile_form_errors_keep_what_was_typed(client, app):
     from tests.fixtures_communities import seed_community
@@ -351,3 +360,26 @@ async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_no
     assert resp.status == 404 and "<h1>Page not found</h1>" in resp.text
     assert [r["member_did"] for r in await members_store.admins(app.db, did)] == \
         ["did:plc:webprim", "did:plc:webadm"]
+
+
+async def test_delete_asks_for_the_handle_and_only_the_primary_admin_may(client, app):
+    from store import communities as communities_store
+    from store import members as members_store
+    from tests.fixtures_communities import seed_community
+    did = await seed_community(app, "did:plc:webdelprim", members=("did:plc:webdeladm",))
+    async with app.db.transaction("tests.admins") as tx:
+        await members_store.set_admins_tx(tx, did, [("did:plc:webdelprim", app.clock.iso_now()),
+                                                    ("did:plc:webdeladm", app.clock.iso_now())])
+    handle = f"{did[8:20]}.test"
+    admin = await login_as(app, "did:plc:webdeladm", "deladm.test")
+    primary = await login_as(app, "did:plc:webdelprim", "delprim.test")
+    resp = await client.get(f"/c/{did}/settings/delete", headers={"Cookie": f"sid={admin.sid}"})
+    assert resp.status == 403
+    page = (await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "Delete the community" not in page
+    page = (await client.get(f"/c/{did}/settings/delete", headers={"Cookie": f"sid={primary.sid}"})).text
+    assert f"type the community's handle: {handle}" in page and "cannot be undone" in page
+    resp = await client.post(f"/c/{did}/settings/delete", **form(primary, {"confirmHandle": "not-it"}))
+    assert resp.status == 400
+    assert '<a href="#confirmHandle">' in resp.text and 'value="not-it"' in resp.text
+    assert (await communities_store.get_community(app.db, did))["state"] == "active"

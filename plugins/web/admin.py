@@ -34,6 +34,8 @@ class SettingsPage(PageHandler):
 
 
 async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
+    assert handler.principal is not None
+    me = await common.require_admin(handler, row, handler.principal.did)
     pending = await common.pending_list(handler, row)
     more = None
     if pending.get("cursor"):
@@ -42,7 +44,7 @@ async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, stat
     handler.render_page("settings.html", title=("Error: " + title) if errors else title, status=status,
                         community=row_profile(row), path_of=community_path(row), errors=errors,
                         values=errors.values, requests=pending["pendingMembers"], more=more,
-                        notice=NOTICES.get(handler.get_query_argument("done", "")))
+                        notice=NOTICES.get(handler.get_query_argument("done", "")), is_primary=me.is_primary)
 
 
 def row_profile(row: Any) -> dict[str, str]:
@@ -201,6 +203,71 @@ class TransferPage(PageHandler):
         return member
 
 
+# ------------------------------------------------------------------ audit log
+
+
+class AuditPage(PageHandler):
+    """GET /c/<ident>/settings/audit: who did what, newest first, older by cursor."""
+
+    login_required = True
+
+    async def get(self, ident: str) -> None:
+        assert self.principal is not None
+        from plugins.web.queries import audit_entries
+
+        row = await community_row(self, ident)
+        await common.require_admin(self, row, self.principal.did)
+        log = await common.audit_log(self, row)
+        more = None
+        if log.get("cursor"):
+            more = f"{community_path(row)}/settings/audit?{urlencode({'cursor': log['cursor']})}"
+        self.render_page("audit.html", title=f"History of {row['display_name']}",
+                         community={"displayName": row["display_name"]}, path_of=community_path(row),
+                         entries=await audit_entries(self.app.db, log["entries"]), more=more,
+                         paged=bool(self.get_query_argument("cursor", "")))
+
+
+# ------------------------------------------------------------------ delete
+
+
+class DeletePage(PageHandler):
+    """GET /c/<ident>/settings/delete: what deleting does, and a form that asks for the
+    community's handle; POST deletes (primary admin only, the service checks)."""
+
+    login_required = True
+
+    def form_page(self) -> str:
+        return self.request.path
+
+    async def get(self, ident: str) -> None:
+        assert self.principal is not None
+        row = await community_row(self, ident)
+        me = await common.require_admin(self, row, self.principal.did)
+        if not me.is_primary:
+            raise ApiError(403, "not_primary_admin", "Only the primary admin may delete the community.")
+        self.show(row, FormErrors())
+
+    def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
+        title = f"Delete {row['display_name']}"
+        self.render_page("delete.html", title=("Error: " + title) if errors else title, status=status,
+                         community={"displayName": row["display_name"], "handle": row["handle"],
+                                    "brought": row["account_kind"] == "brought"},
+                         path_of=community_path(row), errors=errors, values=errors.values,
+                         deletes_records=self.app.config.plugin("communities").delete_pds_records)
+
+    async def submit(self, ident: str) -> None:
+        assert self.principal is not None
+        row = await community_row(self, ident)
+        typed = self.form.get("confirmHandle", "").strip().lstrip("@").lower()
+        if typed != row["handle"]:
+            errors = FormErrors(values={"confirmHandle": self.form.get("confirmHandle", "")})
+            errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
+            self.show(row, errors, 400)
+            return
+        await service.delete(self.app, row, Actor(self.principal.did, None))
+        self.see_other("/?done=deleted")
+
+
 def routes() -> list[tuple]:
     base = r"/c/" + IDENT
     return [
@@ -208,6 +275,8 @@ def routes() -> list[tuple]:
         (base + r"/settings/profile", ProfileAction),
         (base + r"/settings/members", MembersPage),
         (base + r"/settings/transfer", TransferPage),
+        (base + r"/settings/audit", AuditPage),
+        (base + r"/settings/delete", DeletePage),
         (base + r"/requests/" + common.DID + r"/(approve|reject)", DecisionAction),
         (base + r"/members/" + common.DID + r"/(promote|demote|remove)", MemberAction),
     ]

@@ -33,6 +33,7 @@ class HomePage(PageHandler):
                                                   after_id=int(cursor[0]) if cursor else None)
         pending = await queries.my_requests(self.app.db, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
+                         notice=NOTICES.get(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
 
 

@@ -67,3 +67,48 @@ async def member_profile(db: Database, community_did: str, member_did: str) -> d
     handle = profile["handle"] if profile else None
     name = (profile["display_name"] if profile else None) or handle or member_did
     return {"did": member_did, "handle": handle, "name": name}
+
+
+#: Audit actions in words: "<actor> <words> <target>".
+AUDIT_WORDS = {
+    "community.created": "created the community",
+    "community.profile_updated": "edited the profile",
+    "community.app_allowed": "allowed an app",
+    "community.app_disallowed": "revoked an app",
+    "community.deleted": "deleted the community",
+    "member.requested": "asked to join",
+    "member.request_withdrawn": "withdrew their request",
+    "member.joined": "joined",
+    "member.approved": "approved the request of",
+    "member.rejected": "declined the request of",
+    "member.left": "left",
+    "member.removed": "removed",
+    "admin.promoted": "made an admin:",
+    "admin.demoted": "removed the admin role from",
+    "admin.transferred": "handed the primary admin role to",
+}
+
+#: Actions whose target is the actor themselves (the sentence names them once).
+_SELF_ACTIONS = {"member.requested", "member.request_withdrawn", "member.joined", "member.left",
+                 "community.created"}
+
+
+async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Audit entries (`views.audit_json` shapes) as sentences' parts, people by handle
+    where the profile cache knows them."""
+    known = await members_store.profiles(db, [d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
+
+    def name(did: str | None) -> str | None:
+        if did is None:
+            return None
+        row = known.get(did)
+        return (row["handle"] if row is not None and row["handle"] else None) or did
+
+    out = []
+    for e in entries:
+        action = e["action"]
+        target = None if action in _SELF_ACTIONS and e["targetDid"] == e["actorDid"] else name(e["targetDid"])
+        out.append({"when": e["createdAt"], "actor": name(e["actorDid"]) or "An app",
+                    "words": AUDIT_WORDS.get(action, action), "target": target,
+                    "reason": e["reason"], "app": e["appId"]})
+    return out

@@ -26,6 +26,7 @@ NOTICES = {
     "demoted": "They are no longer an admin.",
     "removed": "They were removed from the community.",
     "transferred": "The primary admin role was handed over. You are still an admin.",
+    "deleted": "The community was deleted.",
 }
 
 IDENT = r"([A-Za-z0-9._:%-]{1,253})"
