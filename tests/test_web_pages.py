@@ -114,6 +114,9 @@ async def test_expired_session_shows_sign_in_that_returns_to_the_page(client, ap
     assert resp.status == 401 and resp.headers["Content-Type"].startswith("text/html")
     assert "Your session has ended" in resp.text
     assert 'name="returnTo" value="/new?x=1"' in resp.text
+    # the dead cookies are dropped, so the next page is simply signed out
+    cleared = [c for c in resp.headers.get_list("Set-Cookie") if c.startswith(("sid=", "csrf-token="))]
+    assert len(cleared) == 2 and all("expires=" in c.lower() for c in cleared)
 
 
 async def test_get_login_redirects_to_the_home_page_with_a_safe_next(client):
@@ -383,3 +386,10 @@ async def test_delete_asks_for_the_handle_and_only_the_primary_admin_may(client,
     assert resp.status == 400
     assert '<a href="#confirmHandle">' in resp.text and 'value="not-it"' in resp.text
     assert (await communities_store.get_community(app.db, did))["state"] == "active"
+
+
+async def test_a_form_with_too_many_fields_is_a_400_page(client, app):
+    session = await login_as(app, "did:plc:webmany", "many.test")
+    fields = {f"f{i}": "x" for i in range(60)}
+    resp = await client.post("/new", **form(session, fields))
+    assert resp.status == 400 and resp.headers["Content-Type"].startswith("text/html")

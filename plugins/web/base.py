@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlencode
 from tornado.escape import xhtml_escape
 
 from daemon.http import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure
-from daemon.sessions import SID_COOKIE
+from daemon.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
 
 #: A person's words for each community type: short (badges) and long (forms, pages).
@@ -128,11 +128,14 @@ class PageHandler(BaseHandler):
         if not self.get_cookie(SID_COOKIE):
             return None
         try:
-            principal = await self.authenticate()
+            # throttled like the JSON routes: guessing cookies costs the failed-auth budget
+            principal = await self.authenticate_throttled()
         except ApiError as exc:
             if exc.status != 401:
                 raise
+            # An ended session: drop its cookies, so later pages do not present them again.
             self.session_ended = True
+            clear_session_cookies(self)
             return None
         return principal if principal.kind == "session" else None
 
@@ -144,7 +147,11 @@ class PageHandler(BaseHandler):
             text = self.body.decode("utf-8")
         except UnicodeDecodeError:
             raise ApiError(400, "bad_request", "The form is not UTF-8.") from None
-        return {k: v[0] for k, v in parse_qs(text, keep_blank_values=True, max_num_fields=50).items()}
+        try:
+            fields = parse_qs(text, keep_blank_values=True, max_num_fields=50)
+        except ValueError:
+            raise ApiError(400, "bad_request", "The form has too many fields.") from None
+        return {k: v[0] for k, v in fields.items()}
 
     def _check_form_csrf(self) -> None:
         """Like the core's x-csrf-token check, from the hidden field: constant-time,
