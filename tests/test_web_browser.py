@@ -249,6 +249,11 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert (await a_client.get(f"/communities/{did}")).json()["community"]["description"] == \
             "Bread and cakes, every morning."
 
+        await a_page.get_by_role("link", name="Trusted apps").click()
+        assert "No app has been granted access." in await a_page.locator("main").inner_text()
+        await pages.check(a_page, "apps")
+        await a_page.get_by_role("link", name="Back to the settings").click()
+
         # Alice makes Bob an admin, hands him the primary admin role; Bob removes Alice
         await a_page.get_by_role("link", name="Manage members and admins").click()
         await a_page.get_by_role("button", name=f"Make admin ({bob['handle']})").click()

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 
 from plugins.web.base import safe_next
-from tests.helpers import login_as
+from tests.helpers import login_as, register_app
 
 
 @pytest.fixture
@@ -393,3 +393,38 @@ async def test_a_form_with_too_many_fields_is_a_400_page(client, app):
     fields = {f"f{i}": "x" for i in range(60)}
     resp = await client.post("/new", **form(session, fields))
     assert resp.status == 400 and resp.headers["Content-Type"].startswith("text/html")
+
+
+async def test_admins_grant_and_revoke_an_apps_access(client, app):
+    from store import communities as communities_store
+    from tests.fixtures_communities import seed_community
+    developer = await login_as(app, "did:plc:webdev", "dev.test")
+    registered = await register_app(client, developer, name="Bakery board", domain="board.example.com")
+    app_id = registered["appId"]
+    did = await seed_community(app, "did:plc:webappadmin", type="private", members=("did:plc:webappmember",))
+    admin = await login_as(app, "did:plc:webappadmin", "appadmin.test")
+    member = await login_as(app, "did:plc:webappmember", "appmember.test")
+    cookie = {"Cookie": f"sid={admin.sid}"}
+
+    assert (await client.post(f"/c/{did}/settings/apps", **form(member, {"appId": app_id}))).status == 403
+    resp = await client.post(f"/c/{did}/settings/apps", **form(admin, {"appId": "app_nothex"}))
+    assert resp.status == 400 and '<a href="#appId">Enter an app id' in resp.text
+    assert 'value="app_nothex"' in resp.text
+    resp = await client.post(f"/c/{did}/settings/apps", **form(admin, {"appId": "app_" + "0" * 16}))
+    assert resp.status == 400 and "no active app" in resp.text
+
+    resp = await client.post(f"/c/{did}/settings/apps", **form(admin, {"appId": app_id, "manage": "yes"}))
+    assert resp.status == 303 and resp.headers["Location"].endswith("/settings/apps?done=app_allowed")
+    assert await communities_store.app_manages(app.db, did, app_id)
+    page = (await client.get(f"/c/{did}/settings/apps", headers=cookie)).text
+    assert "Bakery board" in page and "Acts for the admins" in page and app_id in page
+    # the app now sees the private community through the API
+    resp = await client.get(f"/api/v1/communities/{did}", api_key=registered["apiKey"])
+    assert resp.status == 200
+
+    resp = await client.post(f"/c/{did}/apps/{app_id}/revoke", **form(admin, {}))
+    assert resp.status == 303
+    assert not await communities_store.app_allowed(app.db, did, app_id)
+    assert (await client.get(f"/api/v1/communities/{did}", api_key=registered["apiKey"])).status == 404
+    page = (await client.get(f"/c/{did}/settings/apps", headers=cookie)).text
+    assert "No app has been granted access." in page

@@ -227,6 +227,75 @@ class AuditPage(PageHandler):
                          paged=bool(self.get_query_argument("cursor", "")))
 
 
+# ------------------------------------------------------------------ trusted apps
+
+
+APP_ID = r"(app_[0-9a-f]{16})"
+
+
+class AppsPage(PageHandler):
+    """GET /c/<ident>/settings/apps: the trusted apps, revoke buttons, and a form to grant
+    an app (by its id) visibility, or management with `manage`; POST grants."""
+
+    login_required = True
+
+    def form_page(self) -> str:
+        return self.request.path
+
+    async def get(self, ident: str) -> None:
+        assert self.principal is not None
+        row = await community_row(self, ident)
+        await common.require_admin(self, row, self.principal.did)
+        await self.show(row, FormErrors())
+
+    async def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
+        from plugins.web.queries import trusted_apps
+        title = f"Apps of {row['display_name']}"
+        self.render_page("apps.html", title=("Error: " + title) if errors else title, status=status,
+                         community={"displayName": row["display_name"], "private": row["type"] == "private"},
+                         path_of=community_path(row), apps=await trusted_apps(self.app.db, row),
+                         errors=errors, values=errors.values,
+                         notice=NOTICES.get(self.get_query_argument("done", "")))
+
+    async def submit(self, ident: str) -> None:
+        assert self.principal is not None
+        import re
+
+        from store import apps as apps_store
+
+        row = await community_row(self, ident)
+        await common.require_admin(self, row, self.principal.did)
+        app_id = self.form.get("appId", "").strip()
+        manage = self.form.get("manage") == "yes"
+        errors = FormErrors(values={"appId": app_id, "manage": "yes" if manage else ""})
+        if not re.fullmatch(APP_ID, app_id):
+            errors.add("appId", "Enter an app id: app_ followed by 16 letters and digits (0-9, a-f)")
+        else:
+            target = await apps_store.get_app(self.app.db, app_id)
+            if target is None or not target["active"]:
+                errors.add("appId", f"There is no active app {app_id} on this service")
+        if errors:
+            await self.show(row, errors, 400)
+            return
+        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None), True, manage=manage)
+        self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
+
+
+class AppRevokeAction(PageHandler):
+    """POST /c/<ident>/apps/<app id>/revoke: take an app's grant back."""
+
+    login_required = True
+
+    def form_page(self) -> str:
+        return self.request.path.split("/apps/", 1)[0] + "/settings/apps"
+
+    async def submit(self, ident: str, app_id: str) -> None:
+        assert self.principal is not None
+        row = await community_row(self, ident)
+        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None), False)
+        self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
+
+
 # ------------------------------------------------------------------ delete
 
 
@@ -276,6 +345,8 @@ def routes() -> list[tuple]:
         (base + r"/settings/members", MembersPage),
         (base + r"/settings/transfer", TransferPage),
         (base + r"/settings/audit", AuditPage),
+        (base + r"/settings/apps", AppsPage),
+        (base + r"/apps/" + APP_ID + r"/revoke", AppRevokeAction),
         (base + r"/settings/delete", DeletePage),
         (base + r"/requests/" + common.DID + r"/(approve|reject)", DecisionAction),
         (base + r"/members/" + common.DID + r"/(promote|demote|remove)", MemberAction),

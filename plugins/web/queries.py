@@ -112,3 +112,24 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
                     "words": AUDIT_WORDS.get(action, action), "target": target,
                     "reason": e["reason"], "app": e["appId"]})
     return out
+
+
+async def trusted_apps(db: Database, community: Row) -> list[dict[str, Any]]:
+    """The apps a community trusts: the one that created it (always, for management) and
+    those its admins allowed, with their name and domain."""
+    from store import apps as apps_store
+    from store import communities as communities_store
+
+    creator = community["creator_app_id"]
+    entries: list[tuple[str, Row | None]] = [(creator, None)] if creator else []
+    entries += [(r["app_id"], r) for r in await communities_store.list_allowed_apps(db, community["did"])
+                if r["app_id"] != creator]
+    out = []
+    for app_id, granted in entries:
+        app = await apps_store.get_app(db, app_id)
+        out.append({"id": app_id, "name": app["name"] if app else app_id,
+                    "domain": app["domain"] if app else None,
+                    "active": bool(app and app["active"]), "creator": granted is None,
+                    "manage": granted is None or bool(granted["manage"]),
+                    "since": granted["allowed_at"] if granted is not None else community["created_at"]})
+    return out

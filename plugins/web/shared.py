@@ -27,6 +27,8 @@ NOTICES = {
     "removed": "They were removed from the community.",
     "transferred": "The primary admin role was handed over. You are still an admin.",
     "deleted": "The community was deleted.",
+    "app_allowed": "The app was granted access.",
+    "app_revoked": "The app's access was revoked.",
 }
 
 IDENT = r"([A-Za-z0-9._:%-]{1,253})"
