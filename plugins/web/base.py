@@ -104,9 +104,11 @@ class PageHandler(BaseHandler):
     form: dict[str, str]
     session_ended = False
 
-    async def prepare(self) -> None:
+    async def admit(self) -> None:
+        """The core's checks (body cap, rate limits; `auth` is None so no credentials),
+        then the optional session. Refusals raised here reach `write_error` as pages."""
         self.form = {}
-        await super().prepare()  # body cap (auth is None: nothing else)
+        await super().admit()
         self.principal = await self._optional_session()
         if self.principal is not None:
             self.apply_rate_limit()  # the per-user session budget, as for the JSON routes
