@@ -120,6 +120,15 @@ async def test_create_find_request_join_and_leave_through_the_pages(
             a_page = await a_ctx.new_page()
             await a_page.goto(base + "/")
             await pages.check(a_page, "home-signed-out")
+            # keyboard: the first Tab reaches the skip link; every focus stop gets the
+            # stylesheet's thick focus ring (not the browser's thin default)
+            ring = ("(() => { const e = document.activeElement, s = getComputedStyle(e);"
+                    " return [e.textContent.trim(), s.outlineStyle, s.outlineWidth, s.outlineColor]; })()")
+            await a_page.keyboard.press("Tab")
+            assert await a_page.evaluate(ring) == ["Skip to main content", "solid", "3px", "rgb(255, 191, 71)"]
+            for _ in range(3):  # brand, Home, Discover
+                await a_page.keyboard.press("Tab")
+                assert (await a_page.evaluate(ring))[1:] == ["solid", "3px", "rgb(255, 191, 71)"]
             await sign_in_through_the_page(a_page, base, alice)
             a_client = service()
             a_client.cookies.update({c["name"]: c["value"] for c in await a_ctx.cookies(base)})
