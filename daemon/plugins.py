@@ -23,6 +23,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.communities",
     "plugins.records",
     "plugins.webhooks",
+    "plugins.web",
 )
 
 # Hooks whose implementations must be plain functions (see daemon.hookspecs).

@@ -1,0 +1,38 @@
+// Progressive enhancement only: every page and form works without this file.
+(function () {
+  "use strict";
+  document.documentElement.classList.add("js");
+
+  // Forms with data-confirm ask before they are sent (e.g. "Leave <community>?").
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var question = form.getAttribute && form.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) {
+      event.preventDefault();
+    }
+  });
+
+  // Radio buttons with aria-controls show only the chosen option's extra fields.
+  function syncConditionals() {
+    document.querySelectorAll("input[type=radio][aria-controls]").forEach(function (radio) {
+      var panel = document.getElementById(radio.getAttribute("aria-controls"));
+      if (panel) {
+        panel.hidden = !radio.checked;
+      }
+    });
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.matches && event.target.matches("input[type=radio]")) {
+      syncConditionals();
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    syncConditionals();
+    // An error summary takes the focus, so screen readers announce it first.
+    var summary = document.querySelector("[data-focus]");
+    if (summary) {
+      summary.focus();
+    }
+  });
+})();
