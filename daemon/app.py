@@ -19,6 +19,7 @@ from daemon.clock import Clock
 from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
 from daemon.lean import LeanDelegate, LeanHandler
+from daemon import proofs
 from daemon.metrics import Metrics, MetricsHandler
 from daemon.plugins import build_plugin_manager, call_hook
 from daemon.ratelimit import RateLimiter
@@ -149,6 +150,8 @@ class Application(tornado.web.Application):
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
         self.metrics = Metrics(self)
+        self.proofs = proofs.Proofs(self)
+        self.routes: tuple[tuple, ...] = ()  # every route, as the plugins declared them
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -279,7 +282,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
     try:
         await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
-        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler)]
+        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler), *proofs.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]
@@ -287,6 +290,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
+        app.routes = tuple(routes)
         app.metrics.name_routes(routes)
         for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
             if refresh is not None:

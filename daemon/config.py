@@ -108,6 +108,32 @@ class AtprotoConfig:
                 raise ConfigError(problem, f"atproto.allowed_private_targets[{i}]")
 
 
+UserProof = Literal["off", "optional", "required"]
+
+
+@dataclass(frozen=True)
+class IdentityConfig:
+    """The service's own DID and proofs of the acting user (docs/identity.md)."""
+    #: None: did:web of server.base_url's host (a port %3A-encoded; a loopback address is
+    #: named `localhost`, the only host atproto accepts with a port).
+    service_did: str | None = None
+    user_proof: UserProof = "optional"
+    #: The longest remaining lifetime a proof may have (atproto's getServiceAuth issues 60 s).
+    max_proof_lifetime_seconds: int = 600
+    #: Token ids remembered against replays (each until its token expires).
+    replay_cache_size: int = 200_000
+
+    def __post_init__(self) -> None:
+        from daemon.atproto.syntax import is_did
+        if self.service_did is not None and not (is_did(self.service_did)
+                                                 and self.service_did.startswith(("did:web:", "did:plc:"))):
+            raise ConfigError("must be a did:web or did:plc", "identity.service_did")
+        if not 10 <= self.max_proof_lifetime_seconds <= 3600:
+            raise ConfigError("must be from 10 to 3600", "identity.max_proof_lifetime_seconds")
+        if self.replay_cache_size < 1000:
+            raise ConfigError("must be 1000 or more", "identity.replay_cache_size")
+
+
 @dataclass(frozen=True)
 class MetricsConfig:
     """`/metrics` (Prometheus text format). Closed unless an address range or a token
@@ -147,6 +173,7 @@ class Config:
     atproto: AtprotoConfig = AtprotoConfig()
     plugins: PluginsConfig = PluginsConfig()
     metrics: MetricsConfig = MetricsConfig()
+    identity: IdentityConfig = IdentityConfig()
     log_level: LogLevel = "info"
     log_format: LogFormat = "text"
     # Not keys of the file: where it was read from, and the plugins' own sections.

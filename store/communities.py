@@ -231,3 +231,8 @@ async def all_communities(db: Database, query: str | None) -> list[Row]:
             "SELECT * FROM communities WHERE id IN "
             "(SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?) ORDER BY id DESC", (query,))
     return await db.fetchall("SELECT * FROM communities ORDER BY id DESC")
+
+
+async def set_require_user_proof_tx(tx: Transaction, did: str, required: bool, now: str) -> None:
+    await tx.execute("UPDATE communities SET require_user_proof = ?, updated_at = ? WHERE did = ?",
+                     (1 if required else 0, now, did))

@@ -1,9 +1,12 @@
 """API-key routes under /api/v1/communities (spec 4.5, 4.6).
 
 Trust model: the app names the acting user (`userDid`, `adminDid`, `currentOwnerDid`) and
-this service believes it: the app vouches for its user (see docs/communities.md). For admin
-actions (`adminDid` / `currentOwnerDid`) only apps the community trusts are believed: its
-creator app and apps an admin granted management; others get 403 `app_not_trusted`.
+may prove them with the user's service-auth token (daemon/proofs.py, docs/identity.md):
+each action that names a user declares its method id in `user_methods`. Without a proof,
+where the service and the community allow that, the app vouches for its user (see
+docs/communities.md). For admin actions (`adminDid` / `currentOwnerDid`) only apps the
+community trusts are believed: its creator app and apps an admin granted management;
+others get 403 `app_not_trusted`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import Any
 from daemon import validate
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.lean import LeanHandler
-from plugins.communities import common, service, views
+from daemon.proofs import UserMethod
+from plugins.communities import common, policy, service, views
 from plugins.communities.access import checked_status, require_manager
 from plugins.communities.service import Actor
 from store import communities as communities_store
@@ -23,17 +27,28 @@ APP_ID = r"(app_[0-9a-f]{16})"
 
 class ApiBase(BaseHandler):
     auth = "app"
+    #: What each HTTP method does in a user's name (daemon/proofs.py, docs/identity.md).
+    user_methods: dict[str, Any] = {}
 
-    def actor(self, did: str) -> Actor:
-        return Actor(did, self.principal.app_id)
+    async def acting(self, did: str, community: Any = None, action: str | None = None) -> Actor:
+        """The acting user `did` as the request names them, proven or not (a bad proof, or a
+        missing one where required, is a 401)."""
+        spec = self.user_methods.get(self.request.method)
+        method = spec.get(action) if isinstance(spec, dict) else spec
+        requires = bool(community is not None and community["require_user_proof"])
+        proven = await self.app.proofs.acting_user(self, did, method, requires)
+        return Actor(did, self.principal.app_id, proven)
 
 
 class CommunitiesHandler(ApiBase):
+    user_methods = {"POST": UserMethod("community.create", "creatorDid", "Create a community")}
+
     async def post(self) -> None:
         body = self.json_body()
         creator = common.body_did(body, "creatorDid")
+        actor = await self.acting(creator)
         fields = await common.create_fields(self, body)
-        result = await service.create(self.app, self.actor(creator), **fields)
+        result = await service.create(self.app, actor, **fields)
         self.send_json(await common.created(self, result["did"], creator), 201)
 
     async def get(self) -> None:
@@ -54,6 +69,8 @@ class CommunitiesHandler(ApiBase):
 
 
 class CommunityHandler(ApiBase):
+    user_methods = {"DELETE": UserMethod("community.delete", "adminDid", "Delete a community")}
+
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await common.details(self, row, common.query_did(self, "userDid")))
@@ -63,25 +80,30 @@ class CommunityHandler(ApiBase):
         body = self.json_body(required=False)
         admin = body.get("adminDid") or self.get_query_argument("adminDid", None)
         admin = common.body_did({"adminDid": admin}, "adminDid")
-        self.send_json(await service.delete(self.app, row, self.actor(admin)))
+        self.send_json(await service.delete(self.app, row, await self.acting(admin, row)))
 
 
 class JoinHandler(ApiBase):
+    user_methods = {"POST": UserMethod("membership.join", "userDid", "Join, or ask to join, a community")}
+
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
         user = common.body_did(body, "userDid")
+        actor = await self.acting(user, row)
         uri, cid = common.membership_ref(body)
-        status, result = await service.join(self.app, row, user, self.actor(user),
+        status, result = await service.join(self.app, row, user, actor,
                                             membership_uri=uri, membership_cid=cid)
         self.send_json(result, status)
 
 
 class LeaveHandler(ApiBase):
+    user_methods = {"POST": UserMethod("membership.leave", "userDid", "Leave a community, or withdraw a request")}
+
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         user = common.body_did(self.json_body(), "userDid")
-        self.send_json(await service.leave(self.app, row, user, self.actor(user)))
+        self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
 
 
 class MembersHandler(ApiBase):
@@ -97,50 +119,66 @@ class MembersHandler(ApiBase):
 
 
 class PendingHandler(ApiBase):
+    user_methods = {"GET": UserMethod("membership.listPending", "adminDid", "List join requests (admins)")}
+
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app, row, self.principal.app_id)
-        await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
+        admin = common.query_did(self, "adminDid", required=True)
+        await self.acting(admin, row)
+        await common.require_admin(self, row, admin)
         self.send_json(await common.pending_list(self, row))
 
 
 class DecisionHandler(ApiBase):
+    user_methods = {"POST": {"approve": UserMethod("membership.approve", "adminDid", "Approve a join request"),
+                             "reject": UserMethod("membership.reject", "adminDid", "Reject a join request")}}
+
     async def post(self, did: str, decision: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
         admin = common.body_did(body, "adminDid")
         member = common.body_did(body, "memberDid" if "memberDid" in body else "userDid")
+        actor = await self.acting(admin, row, decision)
         if decision == "approve":
-            self.send_json(await service.approve(self.app, row, member, self.actor(admin)))
+            self.send_json(await service.approve(self.app, row, member, actor))
         else:
-            self.send_json(await service.reject(self.app, row, member, self.actor(admin),
-                                                common.reason_field(body)))
+            self.send_json(await service.reject(self.app, row, member, actor, common.reason_field(body)))
 
 
 class MemberHandler(ApiBase):
+    user_methods = {"DELETE": UserMethod("membership.remove", "adminDid", "Remove a member")}
+
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
         body = self.json_body(required=False)
         admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
                                 "adminDid")
-        self.send_json(await service.remove(self.app, row, member, self.actor(admin),
+        self.send_json(await service.remove(self.app, row, member, await self.acting(admin, row),
                                             common.reason_field(body)))
 
 
 class AdminsHandler(ApiBase):
+    user_methods = {"POST": {
+        "promote": UserMethod("admin.promote", "adminDid", "Make a member an admin"),
+        "demote": UserMethod("admin.demote", "adminDid", "Make an admin a member again"),
+        "transfer": UserMethod("admin.transfer", "currentOwnerDid", "Hand the primary admin role over")}}
+
     async def post(self, did: str, action: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
         if action == "transfer":
             owner = common.body_did(body, "currentOwnerDid")
             new_owner = common.body_did(body, "newOwnerDid")
-            self.send_json(await service.transfer(self.app, row, new_owner, self.actor(owner)))
+            actor = await self.acting(owner, row, action)
+            self.send_json(await service.transfer(self.app, row, new_owner, actor))
             return
         admin = common.body_did(body, "adminDid")
         member = common.body_did(body, "memberDid")
+        actor = await self.acting(admin, row, action)
         op = service.promote if action == "promote" else service.demote
-        self.send_json(await op(self.app, row, member, self.actor(admin)))
+        self.send_json(await op(self.app, row, member, actor))
 
 
 class CheckHandler(LeanHandler):
@@ -162,10 +200,14 @@ class CheckHandler(LeanHandler):
 
 
 class AuditLogHandler(ApiBase):
+    user_methods = {"GET": UserMethod("community.readAuditLog", "adminDid", "Read the audit log (admins)")}
+
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app, row, self.principal.app_id)
-        await common.require_admin(self, row, common.query_did(self, "adminDid", required=True))
+        admin = common.query_did(self, "adminDid", required=True)
+        await self.acting(admin, row)
+        await common.require_admin(self, row, admin)
         self.send_json(await common.audit_log(self, row))
 
 
@@ -173,6 +215,9 @@ class AppVisibilityHandler(ApiBase):
     """Grant (POST ``{adminDid, manage?}``) or revoke (DELETE) an app's access: visibility
     of a private community, or with ``manage: true`` management (acting for the admins).
     Only an app that itself manages the community may call this (403 `app_not_trusted`)."""
+
+    user_methods = {"POST": UserMethod("community.grantApp", "adminDid", "Let an app see or manage a community"),
+                    "DELETE": UserMethod("community.revokeApp", "adminDid", "Take an app's access away")}
 
     async def post(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, True)
@@ -191,12 +236,35 @@ class AppVisibilityHandler(ApiBase):
             target = await apps_store.get_app(self.app.db, app_id)
             if target is None or not target["active"]:
                 raise ApiError(404, "app_not_found", f"No active app {app_id}.")
-        self.send_json(await service.allow_app(self.app, row, app_id, self.actor(admin), allow, manage=manage))
+        actor = await self.acting(admin, row)
+        self.send_json(await service.allow_app(self.app, row, app_id, actor, allow, manage=manage))
+
+
+class SettingsHandler(ApiBase):
+    """``GET`` (any app that sees the community) / ``PUT {adminDid, requireUserProof}``
+    (admins, through an app that manages it): settings kept only in this service."""
+
+    user_methods = {"PUT": UserMethod("community.updateSettings", "adminDid", "Change a community's settings")}
+
+    async def get(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        self.send_json(policy.settings_json(row))
+
+    async def put(self, did: str) -> None:
+        row = await common.community_for(self, did)
+        body = self.json_body()
+        admin = common.body_did(body, "adminDid")
+        required = validate.boolean(body, "requireUserProof")
+        if required is None:
+            raise validate.invalid("requireUserProof", "is required (true or false)")
+        actor = await self.acting(admin, row)
+        self.send_json(await policy.update(self.app, row, actor, require_user_proof=bool(required)))
 
 
 def routes() -> list[tuple]:
     base = r"/api/v1/communities/" + common.DID
     return [
+        (base + r"/settings", SettingsHandler),
         (base + r"/membership/check", CheckHandler),
         (r"/api/v1/communities", CommunitiesHandler),
         (base, CommunityHandler),

@@ -49,6 +49,8 @@ class Actor:
 
     did: str
     app_id: str | None = None
+    #: The user is proven: a browser session, or a verified proof from the app (daemon/proofs.py).
+    proven: bool = False
 
 
 # ------------------------------------------------------------------ helpers
@@ -81,6 +83,8 @@ def pending_busy(app: "Application", key: str) -> bool:
 async def audit_tx(app: "Application", tx: Transaction, community_did: str, action: str, actor: Actor | None,
                    target_did: str | None = None, reason: str | None = None,
                    metadata: dict[str, Any] | None = None) -> None:
+    if actor is not None:
+        metadata = {**(metadata or {}), "actorProven": actor.proven}
     await audit_store.insert_entry_tx(
         tx, community_did=community_did, action=action, actor_did=actor.did if actor else None,
         target_did=target_did, reason=reason, metadata=metadata,

@@ -49,6 +49,7 @@ def community_details(row: Row, admins: list[Row], status: MemberStatus | None,
             "admins": [{"did": a["member_did"], "addedAt": a["admin_since"],
                         "isPrimary": a["admin_rank"] == 0} for a in admins],
             "primaryAdmin": admins[0]["member_did"] if admins else None,
+            "requireUserProof": bool(row["require_user_proof"]),
             "updatedAt": row["updated_at"],
         }
         if status is not None and status.is_admin:
@@ -84,9 +85,13 @@ def request_json(row: Row) -> dict[str, Any]:
 
 
 def audit_json(row: Row) -> dict[str, Any]:
+    metadata = json.loads(row["metadata"] or "{}")
+    # Whether the actor was proven (a browser session, or an app's verified proof);
+    # false for entries without an actor and those written before proofs existed.
+    proven = bool(metadata.pop("actorProven", False))
     return {"id": row["id"], "action": row["action"], "actorDid": row["actor_did"],
-            "adminDid": row["actor_did"], "targetDid": row["target_did"], "reason": row["reason"],
-            "metadata": json.loads(row["metadata"] or "{}"), "appId": row["app_id"],
+            "adminDid": row["actor_did"], "actorProven": proven, "targetDid": row["target_did"],
+            "reason": row["reason"], "metadata": metadata, "appId": row["app_id"],
             "createdAt": row["created_at"]}
 
 

@@ -25,7 +25,7 @@ class WebBase(BaseHandler):
 
     @property
     def me(self) -> Actor:
-        return Actor(self.principal.did, None)
+        return Actor(self.principal.did, None, proven=True)  # the OAuth login proved the user
 
     async def admin_community(self, did: str) -> Row:
         row = await common.community_for(self, did)

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
 from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.proofs import UserMethod
 from daemon.validate import invalid
 from plugins.communities.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
                                         member_status_tx, require_community, require_manager_tx)
@@ -44,6 +45,14 @@ def record_json(row: Row) -> dict[str, Any]:
 
 class RecordsBase(BaseHandler):
     auth = "app"
+    #: What each HTTP method does in a user's name (daemon/proofs.py, docs/identity.md).
+    user_methods: dict[str, UserMethod] = {}
+
+    async def prove(self, user_did: str, community: Row) -> bool:
+        """Check the proof of the acting user, if any (401 for a bad or a missing required one)."""
+        requires = "require_user_proof" in community.keys() and bool(community["require_user_proof"])
+        return await self.app.proofs.acting_user(self, user_did, self.user_methods.get(self.request.method),
+                                                 requires)
 
     @property
     def settings(self) -> Any:
@@ -126,11 +135,15 @@ class RecordsBase(BaseHandler):
 class RecordsHandler(RecordsBase):
     """POST (create) and PUT (update) on …/records."""
 
+    user_methods = {"POST": UserMethod("record.create", "userDid", "Create a record in a community's repo"),
+                    "PUT": UserMethod("record.update", "userDid", "Change a record")}
+
     async def post(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
         did = community["did"]
         user_did = require_did(body.get("userDid"), "userDid")
+        await self.prove(user_did, community)
         collection = await self.writable(did, body.get("collection"))
         record = self.record(body, collection)
         rkey = require_rkey(body["rkey"], "rkey") if body.get("rkey") is not None else None
@@ -170,6 +183,7 @@ class RecordsHandler(RecordsBase):
         community = await self.community(raw_did)
         did = community["did"]
         user_did = require_did(body.get("userDid"), "userDid")
+        await self.prove(user_did, community)
         collection = await self.writable(did, body.get("collection"))
         rkey = require_rkey(body.get("rkey"), "rkey")
         record = self.record(body, collection)
@@ -219,6 +233,8 @@ class CollectionHandler(RecordsBase):
 class RecordHandler(CollectionHandler):
     """GET and DELETE …/records/:collection/:rkey."""
 
+    user_methods = {"DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
+
     async def get(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:  # type: ignore[override]
         community = await self.community(raw_did)
         collection = require_nsid(unquote(raw_collection), "collection")
@@ -233,6 +249,7 @@ class RecordHandler(CollectionHandler):
         collection = self.not_protected(unquote(raw_collection))
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
+        await self.prove(user_did, community)
         async with writes.hold(self.app, did, collection, rkey):
             settled = await writes.settle(self.app, did, collection, rkey)
             row = await store.get_record(self.app.db, did, collection, rkey)
@@ -258,6 +275,9 @@ class CollectionSettingsHandler(RecordsBase):
     of patterns, or null for no list): an admin, through an app the community trusts to act
     for its admins (403 ``not_admin`` / ``app_not_trusted``), as for every admin action."""
 
+    user_methods = {"PUT": UserMethod("record.updateSettings", "adminDid",
+                                      "Change which collections apps may write in a community")}
+
     async def get(self, raw_did: str) -> None:
         community = await self.community(raw_did)
         row = await store.collection_settings(self.app.db, community["did"])
@@ -268,6 +288,7 @@ class CollectionSettingsHandler(RecordsBase):
         community = await self.community(raw_did)
         did = community["did"]
         admin_did = require_did(body.get("adminDid"), "adminDid")
+        proven = await self.prove(admin_did, community)
         allowed = self.allowlist(body)
         async with self.app.db.transaction("records.collection_settings") as tx:
             await require_manager_tx(tx, community, self.principal.app_id)
@@ -278,7 +299,7 @@ class CollectionSettingsHandler(RecordsBase):
                 updated_by=admin_did, app_id=self.principal.app_id, now=self.app.clock.iso_now())
             await audit_store.insert_entry_tx(
                 tx, community_did=did, action="records.collections_changed", actor_did=admin_did,
-                target_did=None, reason=None, metadata={"allowedCollections": allowed},
+                target_did=None, reason=None, metadata={"allowedCollections": allowed, "actorProven": proven},
                 app_id=self.principal.app_id, now=self.app.clock.iso_now())
         row = await store.collection_settings(self.app.db, did)
         self.send_json(self.settings_json(did, row))

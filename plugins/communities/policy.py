@@ -1,0 +1,38 @@
+"""A community's settings that live only in this service (not in its repo): whether
+actions taken through apps in a user's name must carry a proof of that user
+(docs/identity.md). Admins change them, through the browser or an app that manages the
+community; each change is audited."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from daemon.http import ApiError
+from plugins.communities.access import NOT_FOUND, member_status_tx, require_manager_tx
+from plugins.communities.service import Actor, audit_tx
+from store import communities as communities_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+    from store.db import Row
+
+
+def settings_json(row: "Row") -> dict[str, Any]:
+    return {"communityDid": row["did"], "requireUserProof": bool(row["require_user_proof"])}
+
+
+async def update(app: "Application", community: "Row", actor: Actor, *, require_user_proof: bool) -> dict[str, Any]:
+    did = community["did"]
+    async with app.db.transaction("communities.settings") as tx:
+        row = await communities_store.get_community_tx(tx, did)
+        if row is None or row["state"] != "active":
+            raise NOT_FOUND(did)
+        await require_manager_tx(tx, row, actor.app_id)
+        if not (await member_status_tx(tx, did, actor.did)).is_admin:
+            raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
+        if bool(row["require_user_proof"]) != require_user_proof:
+            await communities_store.set_require_user_proof_tx(tx, did, require_user_proof, app.clock.iso_now())
+            await audit_tx(app, tx, did, "community.settings_changed", actor, None,
+                           metadata={"requireUserProof": require_user_proof})
+        row = await communities_store.get_community_tx(tx, did)
+    return settings_json(row)
