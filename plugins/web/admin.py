@@ -69,7 +69,7 @@ class ProfileAction(PageHandler):
         if not errors:
             try:
                 fields = common.community_fields(values, required=True)
-                await service.update_profile(self.app, row, Actor(self.principal.did, None), **fields)
+                await service.update_profile(self.app, row, Actor(self.principal.did, None, proven=True), **fields)
             except ApiError as exc:
                 if exc.status != 400:
                     raise
@@ -97,7 +97,7 @@ class DecisionAction(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         member_did = common.path_did(member)
-        me = Actor(self.principal.did, None)
+        me = Actor(self.principal.did, None, proven=True)
         try:
             if decision == "approve":
                 await service.approve(self.app, row, member_did, me)
@@ -153,7 +153,7 @@ class MemberAction(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         member_did = common.path_did(member)
-        me = Actor(self.principal.did, None)
+        me = Actor(self.principal.did, None, proven=True)
         if action == "promote":
             await service.promote(self.app, row, member_did, me)
         elif action == "demote":
@@ -192,7 +192,7 @@ class TransferPage(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         new_owner = common.path_did(self.form.get("newOwnerDid", ""))
-        await service.transfer(self.app, row, new_owner, Actor(self.principal.did, None))
+        await service.transfer(self.app, row, new_owner, Actor(self.principal.did, None, proven=True))
         self.see_other(f"{community_path(row)}?done=transferred")
 
     async def member_named(self, row: Any, did: str) -> dict[str, Any]:
@@ -277,7 +277,7 @@ class AppsPage(PageHandler):
         if errors:
             await self.show(row, errors, 400)
             return
-        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None), True, manage=manage)
+        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None, proven=True), True, manage=manage)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
 
 
@@ -292,7 +292,7 @@ class AppRevokeAction(PageHandler):
     async def submit(self, ident: str, app_id: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None), False)
+        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None, proven=True), False)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
 
 
@@ -333,7 +333,7 @@ class DeletePage(PageHandler):
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
             self.show(row, errors, 400)
             return
-        await service.delete(self.app, row, Actor(self.principal.did, None))
+        await service.delete(self.app, row, Actor(self.principal.did, None, proven=True))
         self.see_other("/?done=deleted")
 
 

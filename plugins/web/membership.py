@@ -44,7 +44,7 @@ async def join(app: Any, row: Row, principal: Principal) -> tuple[int, dict[str,
             collection, pending["rkey"], rec.membership(row["did"], app.clock.iso_now())))
         return out.get("uri"), out.get("cid")
 
-    status, result = await service.join(app, row, user, Actor(user, None), before_commit=write_own_record)
+    status, result = await service.join(app, row, user, Actor(user, None, proven=True), before_commit=write_own_record)
     async with app.db.transaction("communities.membership_done") as tx:
         await communities_store.finish_write_tx(tx, key)
     return status, result
@@ -65,4 +65,4 @@ async def leave(app: Any, row: Row, principal: Principal) -> dict[str, Any]:
             await asyncio.wait_for(repo.delete_record(collection, rkey),
                                    app.config.atproto.request_timeout_seconds * 2)
 
-    return await service.leave(app, row, user, Actor(user, None), after_commit=delete_own_record)
+    return await service.leave(app, row, user, Actor(user, None, proven=True), after_commit=delete_own_record)

@@ -215,7 +215,7 @@ class CreatePage(PageHandler):
             return
         try:
             fields = await common.create_fields(self, body)
-            result = await service.create(self.app, Actor(self.principal.did, None), **fields)
+            result = await service.create(self.app, Actor(self.principal.did, None, proven=True), **fields)
         except ApiError as exc:
             if exc.status >= 500 and exc.code != "pds_error" or exc.status == 401:
                 raise
