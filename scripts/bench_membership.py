@@ -60,6 +60,13 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
+def server_memory(pid: int) -> dict[str, float]:
+    """The server process's resident memory now and at its peak (Linux /proc, MB)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    kb = lambda name: float(fields[name].split()[0])  # noqa: E731
+    return {"rss_mb": kb("VmRSS") / 1024, "peak_mb": kb("VmHWM") / 1024}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -332,8 +339,13 @@ def main() -> int:
               f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
               f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
         print("per-round ratios (median): " + "; ".join(f"{k} = {v:.2f}" for k, v in paired.items()))
+        memory = server_memory(server.pid)
+        print(f"server memory: RSS {memory['rss_mb']:.1f} MB, peak {memory['peak_mb']:.1f} MB "
+              f"({MEMBERS} members in one community, {COMMUNITIES + 1} communities; two applications "
+              f"in the process, see check-nometrics)")
         if args.json:
-            Path(args.json).write_text(json.dumps({"scenarios": results, "paired_ratios": paired}, indent=2))
+            Path(args.json).write_text(json.dumps({"scenarios": results, "paired_ratios": paired,
+                                                   "memory": memory}, indent=2))
         server.terminate()
         server.join(5)
     finally:
