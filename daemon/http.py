@@ -22,6 +22,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
@@ -148,7 +149,27 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999: JSON text, but no number any encoder will write back
+        raise ValueError(f"{text[:40]} is too large a number")
+    return value
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+# A Content-Length as HTTP defines it: ASCII digits only (str.isdigit also takes "²").
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+
+
+def content_length(value: str | None) -> int | None:
+    """The Content-Length header's value; None when absent. Raises ValueError when it is
+    not a number HTTP allows."""
+    if value is None:
+        return None
+    if not _CONTENT_LENGTH.fullmatch(value):
+        raise ValueError("Content-Length is not a number")
+    return int(value)
 
 # A ``\uD800``-``\uDFFF`` escape: the only way a lone surrogate gets into decoded JSON (raw
 # UTF-8 cannot carry one). Bodies without such an escape skip the check for lone surrogates.
@@ -322,16 +343,20 @@ class RequestLogic:
             return False
         if "chunked" in headers.get("Transfer-Encoding", "").lower():
             return False
-        length = headers.get("Content-Length")
-        return length is None or (length.isdigit() and int(length) <= DRAIN_LIMIT)
+        try:
+            length = content_length(headers.get("Content-Length"))
+        except ValueError:
+            return False
+        return length is None or length <= DRAIN_LIMIT
 
     async def admit(self) -> None:
         """Everything before the route's method: body size, credentials, CSRF, rate limit."""
-        length = self.request.headers.get("Content-Length")
+        try:
+            length = content_length(self.request.headers.get("Content-Length"))
+        except ValueError:
+            raise ApiError(400, "bad_request", "Content-Length is not a number.") from None
         if length is not None:
-            if not length.isdigit():
-                raise ApiError(400, "bad_request", "Content-Length is not a number.")
-            if int(length) > self.body_limit():
+            if length > self.body_limit():
                 self._body_too_large = True
                 raise self._too_large()
         if self.auth is not None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ log = logging.getLogger("commonroom.http")
 _METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
 _CONTROL_CHARS = RequestHandler._remove_control_chars_regex
 _TASKS = "lean.tasks"
+_ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
 class _HttpDate:
@@ -216,7 +218,7 @@ class LeanDelegate(httputil.HTTPMessageDelegate):
 
     def headers_received(self, start_line: Any, headers: httputil.HTTPHeaders) -> None:
         length = headers.get("Content-Length", "")
-        if length.isdigit() and int(length) > self.handler.body_limit():
+        if _ASCII_DIGITS.fullmatch(length) and int(length) > self.handler.body_limit():
             # Not worth reading megabytes to keep one connection: refuse now, unread, and
             # close (HTTP/1.1 allows nothing else once the body is left unread).
             self.handler._body_too_large = True

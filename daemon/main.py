@@ -120,7 +120,10 @@ async def _serve(config: Any, pm: Any) -> int:
         ssl_ctx.load_cert_chain(srv.tls_cert, srv.tls_key)
     server = HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
                         max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
-                        idle_connection_timeout=60)
+                        idle_connection_timeout=60,
+                        # a client that declares a body and never sends it (or drips it) is
+                        # dropped instead of holding a connection and an in-flight slot
+                        body_timeout=30)
     sockets = server.listen(srv.port, srv.host) or None
     port = srv.port
     if port == 0:

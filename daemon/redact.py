@@ -10,7 +10,10 @@ record's formatted message and traceback with `redact`. What it hides (docs/oper
   ``_``/``-`` ignored): the OAuth callback's ``code`` and ``state``, ``access_token``,
   ``api_key`` ...;
 * the same names as JSON members (``"refresh_token": "..."``);
-* API keys (``cr_`` + 64 hex digits) and ``Bearer``/``DPoP`` credentials wherever they appear.
+* the same names as Python dict members (``{'access_token': '...'}``) and inside URL-encoded
+  values (``return_to=/x%3Fcode%3D...``); a JWK's private members (``"d"``, ``"p"`` ...);
+* API keys (``cr_`` + 64 hex digits), bare JWTs (``eyJ….eyJ….…``) and ``Bearer``/``DPoP``/
+  ``Basic`` credentials (any case) wherever they appear.
 """
 
 from __future__ import annotations
@@ -23,28 +26,47 @@ REDACTED = "[redacted]"
 #: Parameter names whose values are always hidden, besides any name that ends in one of
 #: `SECRET_SUFFIXES`.
 SECRET_NAMES = ("code", "state", "code_verifier", "client_assertion", "sid", "csrf", "nonce",
-                "dpop", "authorization", "credential", "credentials", "passphrase")
-SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "key")
+                "dpop", "authorization", "credential", "credentials", "passphrase", "invitecode",
+                "invite_code", "invite-code")
+SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "key", "jwt")
+#: Hidden only as JSON or Python-dict members (too short to look for in free text): a
+#: JWK's private parts.
+MEMBER_ONLY_NAMES = ("d", "p", "q", "dp", "dq", "qi")
 
 _NAME = (r"(?:" + "|".join(SECRET_NAMES) + r"|[A-Za-z0-9_.-]*?(?:"
          + "|".join(SECRET_SUFFIXES) + r"))")
 # name=value in a URL query, a form body or free text; the name must not continue a longer
 # word (status_code=200 is not the `code` parameter).
 _PARAM = re.compile(r"(?<![A-Za-z0-9_.-])(" + _NAME + r")(=)([^&\s#\"'<>;,]+)", re.IGNORECASE)
-_JSON_MEMBER = re.compile(r"(\"" + _NAME + r"\"\s*:\s*\")((?:[^\"\\]|\\.)*)(\")", re.IGNORECASE)
+_MEMBER_NAME = r"(?:" + _NAME + r"|" + "|".join(MEMBER_ONLY_NAMES) + r")"
+_JSON_MEMBER = re.compile(r"(\"" + _MEMBER_NAME + r"\"\s*:\s*\")((?:[^\"\\]|\\.)*)(\")", re.IGNORECASE)
+# The same as Python prints a dict: {'access_token': '...'}.
+_REPR_MEMBER = re.compile(r"('" + _MEMBER_NAME + r"'\s*:\s*')((?:[^'\\]|\\.)*)(')", re.IGNORECASE)
+# name%3Dvalue: a parameter inside a URL-encoded value (a return address, a redirect).
+_ENCODED_PARAM = re.compile(r"(?:(?<=%3F)|(?<=%3f)|(?<=%26)|(?<![A-Za-z0-9_.%-]))(" + _NAME + r")(%3D)((?:(?!%26)[^&\s#\"'<>;,])+)",
+                            re.IGNORECASE)
 _API_KEY = re.compile(r"\bcr_[0-9a-fA-F]{64}\b")
-_AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP)(\s+)[A-Za-z0-9._~+/=-]{8,}")
+_AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+# A bare JWT (header.payload.signature, each base64url; header and payload are JSON objects).
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 
 
 def redact(text: str) -> str:
     """`text` with every secret it holds replaced by ``[redacted]``."""
     if "=" in text:
         text = _PARAM.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
+    if "%3" in text:
+        text = _ENCODED_PARAM.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     if '"' in text:
         text = _JSON_MEMBER.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
+    if "'" in text:
+        text = _REPR_MEMBER.sub(lambda m: f"{m.group(1)}{REDACTED}{m.group(3)}", text)
     if "cr_" in text:
         text = _API_KEY.sub(REDACTED, text)
-    if "Bearer" in text or "DPoP" in text:
+    if "eyJ" in text:
+        text = _JWT.sub(REDACTED, text)
+    lowered = text.lower()
+    if "bearer" in lowered or "dpop" in lowered or "basic" in lowered:
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     return text
 

@@ -289,7 +289,7 @@ async def _fetch_did_doc(app: Application, did: str) -> dict[str, Any]:
         raise ApiError(400, "unsupported_did",
                        f"{did}: only did:plc and did:web identities are supported")
     try:
-        resp = await request(app, "GET", url, what=what, label=did)
+        resp = await request(app, "GET", url, what=what, label=did, max_bytes=_MAX_DOC_BYTES)
     except PdsError as exc:
         if what == "did:web host" and _refused_by_guard(exc):
             # The person (or app) chose this host: a host we may not call is bad input.

@@ -127,12 +127,39 @@ def _outcome(status: int) -> str:
     return "ok" if status < 400 else "client_error" if status < 500 else "server_error"
 
 
+async def _send(app: Application, method: str, url: str, timeout: float, max_bytes: int | None,
+                **kw: Any) -> Any:
+    """One HTTP request; with `max_bytes`, the answer is read as a stream and refused
+    (PdsError) as soon as it passes that size, so a hostile host cannot fill our memory."""
+    if max_bytes is None:
+        return await app.http.request(method, url, timeout=timeout, **kw)
+    import httpx
+    req = app.http.build_request(method, url, timeout=timeout, **kw)
+    resp = await app.http.send(req, stream=True)
+    try:
+        chunks, total = [], 0
+        async for chunk in resp.aiter_bytes():
+            total += len(chunk)
+            if total > max_bytes:
+                base = urlsplit(url)
+                raise PdsError(f"{base.scheme}://{base.netloc} answered with more than {max_bytes} bytes")
+            chunks.append(chunk)
+    finally:
+        await resp.aclose()
+    # The chunks are decoded already (aiter_bytes undoes Content-Encoding, and the cap
+    # counts decoded bytes, so a compressed bomb stops too): say so in the headers.
+    headers = [(k, v) for k, v in resp.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(resp.status_code, headers=headers, content=b"".join(chunks), request=req)
+
+
 async def request(app: Application, method: str, url: str, *, what: str = "PDS",
-                  label: str | None = None, **kw: Any) -> Any:
+                  label: str | None = None, max_bytes: int | None = None, **kw: Any) -> Any:
     """One HTTP request with the retry policy; the final `httpx.Response` (any status).
 
     Connection errors, timeouts, 5xx and 429 are retried ``atproto.max_retries`` times;
-    raises :class:`PdsError` when no answer arrived at all.
+    raises :class:`PdsError` when no answer arrived at all, or (with `max_bytes`) when the
+    answer is larger than that.
     """
     import httpx
 
@@ -146,7 +173,7 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
         last_try = attempt + 1 >= attempts
         started = time.perf_counter()
         try:
-            resp = await app.http.request(method, url, timeout=cfg.request_timeout_seconds, **kw)
+            resp = await _send(app, method, url, cfg.request_timeout_seconds, max_bytes, **kw)
             app.metrics.record_outbound(call, _outcome(resp.status_code), time.perf_counter() - started)
         except RequestRefused as exc:  # the SSRF guard: retrying cannot help
             app.metrics.record_outbound(call, "refused", time.perf_counter() - started)
@@ -412,6 +439,9 @@ async def get_record(app: Application, pds_url: str, did: str, collection: str,
     return {"uri": res["uri"], "cid": res.get("cid"), "value": res["value"]}
 
 
+_PROFILE_TEXT_BYTES = {"displayName": 640, "description": 2560}
+
+
 async def read_user_profile(app: Application, did: str) -> dict[str, Any] | None:
     """A person's ``app.bsky.actor.profile/self`` from their own repo (no AppView):
     ``{displayName, description, avatar, banner}`` with images as blob URLs; None if they
@@ -428,7 +458,17 @@ async def read_user_profile(app: Application, did: str) -> dict[str, Any] | None
     value = rec["value"]
 
     def text(key: str) -> str | None:
-        return value.get(key) if isinstance(value.get(key), str) else None
+        # Whatever another PDS serves is untrusted input: text only, no lone surrogates
+        # (they cannot be stored or shown), and no longer than the profile lexicon allows
+        # (app.bsky.actor.profile: displayName 640 bytes, description 2,560 bytes).
+        got = value.get(key)
+        if not isinstance(got, str):
+            return None
+        got = got.encode("utf-8", "replace").decode("utf-8")
+        limit = _PROFILE_TEXT_BYTES.get(key, 640)
+        if len(got.encode("utf-8")) > limit:
+            got = got.encode("utf-8")[:limit].decode("utf-8", "ignore")
+        return got
 
     def image(key: str) -> str | None:
         cid = blob_cid(value.get(key))

@@ -54,6 +54,8 @@ def _check(validator_name: str, value: Any) -> str | None:
     """None when `value` passes the strict validator, else the SDK's message."""
     if not isinstance(value, str):
         return "must be a string"
+    if "\n" in value:  # the SDK's expressions end in `$`, which also matches before a final \n
+        return "must not contain a line break"
     try:
         _strict(validator_name)(value, None)
     except ValueError as exc:
