@@ -21,7 +21,7 @@ from daemon.http import HealthHandler, NotFoundHandler
 from daemon.lean import LeanDelegate, LeanHandler
 from daemon import proofs
 from daemon.metrics import Metrics, MetricsHandler
-from daemon.plugins import build_plugin_manager, call_hook
+from daemon.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.ratelimit import RateLimiter
 from daemon.routing import RouteTable
 from daemon.secretbox import SecretBox, parse_key
@@ -76,8 +76,9 @@ def plugin_sections(pm: pluggy.PluginManager) -> dict[str, type]:
 
 
 def migration_components(pm: pluggy.PluginManager) -> list[tuple[str, str | Path]]:
+    """Core first, then each plugin's migrations after those of the plugins it requires."""
     components: list[tuple[str, str | Path]] = [("core", CORE_MIGRATIONS)]
-    for result in pm.hook.cr_migrations():
+    for _name, result in results_by_plugin(pm, "cr_migrations", dependency_order(pm)):
         if result:
             components.append(result)
     return components

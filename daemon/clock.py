@@ -1,8 +1,18 @@
-"""Time, passed in, so tests step a fake clock instead of sleeping."""
+"""Time, passed in, so tests step a fake clock instead of sleeping.
+
+Code that waits for time to pass (a retry's backoff, the next due delivery) waits on the
+clock too: ``await clock.sleep(seconds)``, or ``await clock.wait(event, timeout)`` for
+"this event, or that much time, whichever comes first". On the real clock these are
+asyncio's; on `FakeClock` they return when a test's ``clock.advance(...)`` passes the
+deadline, so a test steps over an hour's backoff without waiting for it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import heapq
+import itertools
 import time
 
 
@@ -21,13 +31,35 @@ class Clock:
     def iso_now(self) -> str:
         return iso(self.time())
 
+    async def sleep(self, seconds: float) -> None:
+        """Return once `seconds` have passed on this clock (at once for 0 or less)."""
+        await asyncio.sleep(max(0.0, seconds))
+
+    async def wait(self, event: asyncio.Event, timeout: float) -> bool:
+        """Wait until `event` is set or `timeout` seconds passed on this clock, whichever
+        comes first; whether the event is set."""
+        if event.is_set():
+            return True
+        waiter = asyncio.ensure_future(event.wait())
+        sleeper = asyncio.ensure_future(self.sleep(timeout))
+        try:
+            await asyncio.wait((waiter, sleeper), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (waiter, sleeper):
+                task.cancel()
+            await asyncio.gather(waiter, sleeper, return_exceptions=True)
+        return event.is_set()
+
 
 class FakeClock(Clock):
-    """A clock that moves only when told to (tests)."""
+    """A clock that moves only when told to (tests): `advance` moves it and wakes every
+    `sleep` (and `wait`) whose deadline it passes, in deadline order."""
 
     def __init__(self, start: float = 1_800_000_000.0) -> None:
         self._wall = start
         self._mono = 1000.0
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
 
     def time(self) -> float:
         return self._wall
@@ -38,6 +70,24 @@ class FakeClock(Clock):
     def advance(self, seconds: float) -> None:
         self._wall += seconds
         self._mono += seconds
+        while self._sleepers and self._sleepers[0][0] <= self._mono:
+            _, _, future = heapq.heappop(self._sleepers)
+            if not future.done():
+                future.set_result(None)
+
+    @property
+    def sleepers(self) -> int:
+        """How many sleeps are waiting for the clock to move (tests wait for a task to
+        reach its sleep before advancing)."""
+        return sum(not f.done() for _, _, f in self._sleepers)
+
+    async def sleep(self, seconds: float) -> None:
+        if seconds <= 0:
+            await asyncio.sleep(0)  # a zero sleep still lets other tasks run, as asyncio's does
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._mono + seconds, next(self._order), future))
+        await future  # cancelling the sleep cancels the future; advance skips it
 
 
 def iso(ts: float) -> str:

@@ -1,7 +1,7 @@
 """The local devnet: a real PLC directory and the Bluesky reference PDS on loopback.
 
 For development (``scripts/devnet/run`` or ``python -m daemon.devnet``) and for tests
-(``tests/fixtures_devnet.py``). Both servers run in one Node 22 process,
+(``commonroom_testing/devnet.py``, the ``devnet`` fixture). Both servers run in one Node 22 process,
 ``scripts/devnet/devnet.mjs``; ``scripts/devnet/setup`` installs Node and the pinned npm tree
 into a per-user cache (``$COMMONROOM_DEVNET_CACHE``, default
 ``${XDG_CACHE_HOME:-~/.cache}/commonroom/devnet/<key>``) and nothing into the repository. At

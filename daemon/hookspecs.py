@@ -51,6 +51,26 @@ def cr_config_section() -> tuple[str, type] | None:
     """
 
 
+# ------------------------------------------------------------------ plugins
+
+
+@hookspec
+def cr_plugin_requires() -> list[str] | None:
+    """Name the plugins this plugin cannot work without.
+
+    Called once per plugin while the plugin manager is built (each implementation on its
+    own, so the loader knows whose requirements it reads). Declare a plugin you need when
+    your tables reference its tables, your routes answer about its objects, or your code
+    calls a service it registers; not for something merely nice to have.
+
+    :return: plugin names (a built-in's name such as ``"communities"``, or another
+        plugin's entry-point name), or None for none. Start-up fails, naming both
+        plugins, when one of them is disabled in ``plugins.disabled`` or not installed,
+        or when requirements form a cycle. Migrations of a required plugin are applied
+        before yours (see `cr_migrations`).
+    """
+
+
 # ------------------------------------------------------------------ storage
 
 
@@ -62,6 +82,9 @@ def cr_migrations() -> tuple[str, str] | None:
         directory holding ``NNNN_description.sql`` files, applied in numeric order once
         each and recorded per component. A database that has a higher version of the
         component than the files know is refused at start-up. Return None for none.
+        Components are applied core first, then plugin by plugin in dependency order
+        (`cr_plugin_requires`): a migration may use the tables of the plugins its plugin
+        requires, never those of others.
     """
 
 

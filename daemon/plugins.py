@@ -34,6 +34,10 @@ class PluginError(Exception):
     """A plugin could not be loaded or breaks the hook rules."""
 
 
+class PluginDependencyError(PluginError):
+    """A plugin needs another plugin (`cr_plugin_requires`) that is disabled or absent."""
+
+
 def plugin_name(module_path: str) -> str:
     return module_path.rsplit(".", 1)[-1]
 
@@ -79,7 +83,90 @@ def build_plugin_manager(disabled: Iterable[str] = (), extra: Iterable[Any] = ()
                 raise PluginError(
                     f"{impl.plugin_name}.{hook_name} must be a plain def that returns None "
                     "or an awaitable (an async def would claim every request)")
+    check_requirements(pm, disabled)
+    dependency_order(pm)  # refuses a cycle now rather than at the first migration
     return pm
+
+
+# ------------------------------------------------------------------ dependencies
+
+
+def _registered(pm: pluggy.PluginManager) -> list[str]:
+    """Plugin names in registration order (defaults, entry points, extras)."""
+    return [name for name, plugin in pm.list_name_plugin() if plugin is not None]
+
+
+def results_by_plugin(pm: pluggy.PluginManager, hook_name: str,
+                      names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
+    """``(plugin name, result)`` of each plugin's implementation of a hook that takes no
+    arguments, one plugin at a time, in the order of `names` (default: registration
+    order). A plain hook call would mix the results and order them last-registered first."""
+    impls: dict[str, list[Any]] = {}
+    for impl in getattr(pm.hook, hook_name).get_hookimpls():
+        impls.setdefault(impl.plugin_name, []).append(impl)
+    return [(name, impl.function()) for name in (_registered(pm) if names is None else names)
+            for impl in impls.get(name, ())]
+
+
+def plugin_requirements(pm: pluggy.PluginManager) -> dict[str, tuple[str, ...]]:
+    """What each registered plugin declares it needs (`cr_plugin_requires`)."""
+    needs: dict[str, tuple[str, ...]] = {name: () for name in _registered(pm)}
+    for name, result in results_by_plugin(pm, "cr_plugin_requires"):
+        if result is None:
+            continue
+        if isinstance(result, str) or not all(isinstance(r, str) for r in result):
+            raise PluginError(f"{name}.cr_plugin_requires must return a list of plugin names, not {result!r}")
+        needs[name] += tuple(r for r in result if r not in needs[name])
+    return needs
+
+
+def check_requirements(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -> None:
+    """Refuse a set of plugins in which one needs another that is not there, naming both:
+    the configuration disabled it, or it is not installed."""
+    disabled = set(disabled)
+    missing: dict[str, list[str]] = {}  # required plugin -> the plugins that need it
+    for name, required in plugin_requirements(pm).items():
+        for other in required:
+            if not pm.has_plugin(other):
+                missing.setdefault(other, []).append(name)
+    problems = []
+    for other, needed_by in missing.items():
+        who = " and ".join(repr(n) for n in needed_by)
+        if other in disabled:
+            problems.append(f"plugins.disabled switches off {other!r}, but {who} "
+                            f"require{'s' if len(needed_by) == 1 else ''} it: enable {other!r} "
+                            f"again or disable {who} too")
+        else:
+            problems.append(f"plugin {who} require{'s' if len(needed_by) == 1 else ''} {other!r}, "
+                            "which is not installed")
+    if problems:
+        raise PluginDependencyError("; ".join(problems))
+
+
+def dependency_order(pm: pluggy.PluginManager) -> list[str]:
+    """Plugin names with every plugin after the plugins it requires; otherwise in
+    registration order. Requirements that are not registered are ignored here
+    (`check_requirements` refuses them)."""
+    needs = plugin_requirements(pm)
+    placed: list[str] = []
+    waiting = list(needs)
+    while waiting:
+        ready = next((n for n in waiting if all(r in placed or r not in needs for r in needs[n])), None)
+        if ready is None:
+            raise PluginDependencyError(f"plugins require each other in a cycle: {_cycle(needs, waiting)}")
+        placed.append(ready)
+        waiting.remove(ready)
+    return placed
+
+
+def _cycle(needs: dict[str, tuple[str, ...]], waiting: list[str]) -> str:
+    path = [waiting[0]]
+    while True:
+        nxt = next(r for r in needs[path[-1]] if r in waiting)
+        if nxt in path:
+            loop = path[path.index(nxt):] + [nxt]
+            return " -> ".join(repr(n) for n in loop)
+        path.append(nxt)
 
 
 async def maybe_await(value: Any) -> Any:

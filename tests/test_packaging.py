@@ -17,26 +17,28 @@ REPO = Path(__file__).resolve().parent.parent
 OUR_PACKAGES = {"daemon", "plugins", "store"}
 
 
-def imported_top_level_modules() -> set[str]:
+def imported_top_level_modules(packages: set[str] = OUR_PACKAGES) -> set[str]:
     found: set[str] = set()
-    for package in OUR_PACKAGES:
+    for package in packages:
         for path in (REPO / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if isinstance(node, ast.Import):
                     found.update(alias.name.split(".")[0] for alias in node.names)
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     found.add(node.module.split(".")[0])
-    return found - OUR_PACKAGES - set(sys.stdlib_module_names) - {"__future__"}
+    return found - OUR_PACKAGES - packages - set(sys.stdlib_module_names) - {"__future__"}
 
 
 def normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def declared_requirements() -> set[str]:
+def declared_requirements(extra: str | None = None) -> set[str]:
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     lines = cfg["options"]["install_requires"].splitlines()
+    if extra:
+        lines += cfg["options.extras_require"][extra].splitlines()
     names = set()
     for line in lines:
         line = line.split("#", 1)[0].strip()
@@ -57,6 +59,18 @@ def test_every_module_the_daemon_imports_is_a_declared_dependency():
         if not dists & declared:
             undeclared[module] = sorted(dists)
     assert not undeclared, f"imported but not in setup.cfg install_requires: {undeclared}"
+
+
+def test_the_test_fixtures_ship_with_their_dependencies_in_the_test_extra():
+    # Plugin authors' tests load `commonroom_testing` from an installed commonroom[test].
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    assert "commonroom_testing" in cfg["options.packages.find"]["include"].split()
+    by_module = packages_distributions()
+    declared = declared_requirements("test")
+    undeclared = {module: sorted(by_module.get(module, [])) for module in imported_top_level_modules({"commonroom_testing"})
+                  if not {normalise(d) for d in by_module.get(module, [])} & declared}
+    assert not undeclared, f"imported by commonroom_testing but not in install_requires or [test]: {undeclared}"
 
 
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

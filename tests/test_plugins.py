@@ -157,3 +157,102 @@ def test_the_service_does_not_load_the_example_plugin():
     assert result.returncode == 0, result.stderr
     names = result.stdout.strip().split(",")
     assert "communities" in names and "hello" not in names
+
+
+# ------------------------------------------------------------------ declared dependencies
+
+
+class Needs:
+    """A plugin object that declares what it needs, with an optional migration directory."""
+
+    def __init__(self, name, requires, migrations=None):
+        self.__name__ = name
+        self.requires = list(requires)
+        self.migrations = migrations
+
+    @hookimpl
+    def cr_plugin_requires(self):
+        return self.requires
+
+    @hookimpl
+    def cr_migrations(self):
+        return (self.__name__, str(self.migrations)) if self.migrations else None
+
+
+def test_disabling_communities_while_records_is_enabled_fails_at_start_up_naming_both(tmp_path, capsys):
+    from daemon.main import main
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{state_dir: {tmp_path / 'state'}}}\nplugins: {{disabled: [communities]}}\n")
+    assert main(["-c", str(config), "check-config"]) == 2
+    err = capsys.readouterr().err
+    assert "'records'" in err and "'communities'" in err and "plugins.disabled" in err, err
+    assert "'webhooks'" in err, err  # every plugin left without what it needs is named
+
+
+def with_dependents(name):
+    """`name` and every built-in plugin that needs it, directly or not."""
+    from daemon.plugins import dependency_order, plugin_requirements
+    pm = build_plugin_manager(load_entry_points=False)
+    needs = plugin_requirements(pm)
+    out = [name]
+    for plugin in dependency_order(pm):
+        if any(r in out for r in needs[plugin]):
+            out.append(plugin)
+    return out
+
+
+@pytest.mark.parametrize("name", ["communities", "oauth", "apikeys"])
+def test_disabling_a_plugin_together_with_those_that_need_it_starts(io_loop, tmp_path, clock, name):
+    disabled = with_dependents(name)
+    if name == "communities":
+        assert {"records", "webhooks"} <= set(disabled)
+    state = tmp_path / "state"
+    state.mkdir()
+    app = make_app(io_loop, state, clock, {"plugins": {"disabled": disabled}})
+    try:
+        assert not any(app.pm.has_plugin(name) for name in disabled)
+        assert app.pm.has_plugin("hello")
+    finally:
+        io_loop.run_sync(app.shutdown)
+
+
+def test_built_in_plugins_declare_that_records_and_webhooks_need_communities():
+    from daemon.plugins import plugin_requirements
+    pm = build_plugin_manager(load_entry_points=False)
+    needs = plugin_requirements(pm)
+    assert needs["records"] == ("communities",) and needs["webhooks"] == ("communities",)
+    assert needs["communities"] == () and needs["apikeys"] == () and needs["oauth"] == ()
+
+
+def test_a_plugin_migration_can_build_on_the_tables_of_the_plugin_it_needs(io_loop, tmp_path, clock):
+    """Migrations run in dependency order: a plugin registered last (whose hooks pluggy
+    calls first) still migrates after the plugin it needs, so it can put a trigger on the
+    `members` table of `communities`."""
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_joins.sql").write_text(
+        "CREATE TABLE joins_seen (member_did TEXT NOT NULL);\n"
+        "CREATE TRIGGER joins_seen_insert AFTER INSERT ON members BEGIN\n"
+        "  INSERT INTO joins_seen (member_did) VALUES (NEW.member_did);\nEND;\n")
+    state = tmp_path / "state"
+    state.mkdir()
+    app = make_app(io_loop, state, clock, extra=(Needs("joinwatch", ["communities"], migrations),))
+    try:
+        from daemon.app import migration_components
+        order = [component for component, _ in migration_components(app.pm)]
+        assert order.index("communities") < order.index("records")
+        assert order.index("communities") < order.index("webhooks")
+        assert order.index("communities") < order.index("joinwatch")
+        assert io_loop.run_sync(lambda: app.db.fetchval("SELECT count(*) FROM joins_seen")) == 0
+    finally:
+        io_loop.run_sync(app.shutdown)
+
+
+def test_a_requirement_that_is_not_installed_fails_naming_both():
+    with pytest.raises(PluginError, match="'ghostly'.*'nowhere'.*not installed"):
+        build_plugin_manager(extra=[Needs("ghostly", ["nowhere"])], load_entry_points=False)
+
+
+def test_plugins_that_need_each_other_are_refused():
+    with pytest.raises(PluginError, match="cycle.*'ping'.*'pong'|cycle.*'pong'.*'ping'"):
+        build_plugin_manager(extra=[Needs("ping", ["pong"]), Needs("pong", ["ping"])], load_entry_points=False)

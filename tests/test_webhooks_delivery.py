@@ -73,6 +73,23 @@ async def test_delivery_reaches_the_receiver_without_waiting_for_a_poll(app, cli
     assert time.monotonic() - started < 1.0  # the poll interval is 30 s
 
 
+@pytest.mark.parametrize("config_overrides", [{"webhooks": {**LOOPBACK_TARGETS["webhooks"],
+                                                             "retry_schedule_seconds": [600]}}])
+async def test_a_retry_goes_out_once_the_clock_reaches_it_with_no_other_nudge(app, client, clock, receiver):
+    created = await make_app_key(app, client)
+    await make_community(app, COMMUNITY)
+    rec = receiver([503, 200])
+    await subscribe(client, created["apiKey"], rec.url)
+    await emit_events(app, "member.joined", COMMUNITY)
+    await wait_until(lambda: len(rec.requests) == 1, what="the first attempt")
+    await settle(app)
+    # The dispatcher waits for the retry on the app's clock: moving the clock past the
+    # backoff is all it takes (no rescan asked for, no poll interval waited out).
+    clock.advance(600 * 1.25)
+    await wait_until(lambda: len(rec.requests) == 2, what="the retry")
+    assert rec.ids()[0] == rec.ids()[1]
+
+
 async def test_server_errors_are_retried_with_the_same_webhook_id(app, client, clock, receiver):
     created = await make_app_key(app, client)
     key = created["apiKey"]

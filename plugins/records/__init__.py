@@ -17,6 +17,13 @@ def cr_config_section() -> tuple[str, type]:
 
 
 @hookimpl
+def cr_plugin_requires() -> list[str]:
+    # Records live in communities' repos; the tables reference `communities`, and who may
+    # write is the communities plugin's membership.
+    return ["communities"]
+
+
+@hookimpl
 def cr_migrations() -> tuple[str, str]:
     return ("records", str(Path(__file__).parent / "migrations"))
 

@@ -17,6 +17,13 @@ def cr_config_section() -> tuple[str, type]:
 
 
 @hookimpl
+def cr_plugin_requires() -> list[str]:
+    # Deliveries are the events of communities an app may see (the communities plugin's
+    # visibility rules); subscriptions may name a community.
+    return ["communities"]
+
+
+@hookimpl
 def cr_migrations() -> tuple[str, str]:
     return ("webhooks", str(Path(__file__).parent / "migrations"))
 

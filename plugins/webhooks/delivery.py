@@ -218,7 +218,7 @@ class Dispatcher:
         self.kick()
 
     def kick(self) -> None:
-        """Rescan the queue now (tests call this after advancing the clock)."""
+        """Rescan the queue now (a webhook changed; `settle`)."""
         self._rescan = True
         self._generation += 1
         self._idle.clear()
@@ -254,10 +254,9 @@ class Dispatcher:
                 timeout = max(0.0, min(timeout, min(self._due.values()) - now))
             if self._workers and len(self._workers) >= self.config.max_in_flight:
                 timeout = self.config.poll_interval_seconds
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout if timeout > 0 else 0.001)
-            except asyncio.TimeoutError:
-                pass
+            # On the app's clock: the next retry falls due when the clock reaches it (a
+            # test's clock.advance wakes this loop as the passing of time does).
+            await self.app.clock.wait(self._wake, timeout)
 
     def _poll_due(self) -> bool:
         mono = self.app.clock.monotonic()

@@ -1,0 +1,41 @@
+"""Fixtures for tests against the local devnet (a real PLC directory + Bluesky reference PDS,
+see daemon/devnet.py; Node 22 and ``scripts/devnet/setup``).
+
+``devnet`` starts once per session; a devnet that cannot start is an error, never a skip. The
+PDS resolves ``commonroom.ci-test.dev`` to 127.0.0.1 and trusts ``test_ca``, so a service run
+over TLS at ``https://commonroom.ci-test.dev:<port>`` with ``test_ca.cert_pem``/``key_pem`` can
+be a confidential OAuth client of it. ``lexicons.test`` is the lexicon authority
+(``devnet.lexicon_authority``: handle, did, password).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from daemon.devnet import Devnet, TestCA, make_test_ca
+
+TEST_SERVICE_HOST = "commonroom.ci-test.dev"
+LEXICON_AUTHORITY = "lexicons.test"
+
+
+@pytest.fixture(scope="session")
+def test_ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
+    """A throwaway CA and a server certificate for commonroom.ci-test.dev (+ localhost,
+    127.0.0.1, ::1)."""
+    return make_test_ca(tmp_path_factory.mktemp("test-ca"), [TEST_SERVICE_HOST])
+
+
+@pytest.fixture(scope="session")
+def devnet(test_ca: TestCA) -> Iterator[Devnet]:
+    """The session's PLC + PDS (free ports; fresh data)."""
+    net = Devnet(hosts={TEST_SERVICE_HOST: "127.0.0.1"}, extra_ca_pem=Path(test_ca.ca_pem),
+                 lexicon_authority=LEXICON_AUTHORITY)
+    net.start()  # raises DevnetError with the Node process's stderr: fail, do not skip
+    try:
+        yield net
+    finally:
+        net.resume()  # in case a test left it paused
+        net.stop()
