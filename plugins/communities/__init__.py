@@ -29,8 +29,12 @@ def cr_routes(app: Any) -> list[tuple]:
 def cr_startup(app: Any) -> None:
     from plugins.communities.config import check_limits
     check_limits(app.config)
-    from plugins.communities.reconcile import start_reconciler
-    start_reconciler(app)
+
+
+@hookimpl
+def cr_write_kinds(app: Any) -> list[Any]:
+    from plugins.communities.reconcile import write_kinds
+    return write_kinds(app)
 
 
 @hookimpl

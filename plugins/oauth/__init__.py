@@ -46,3 +46,10 @@ def cr_routes(app: Any) -> list[tuple]:
 def cr_startup(app: Any) -> None:
     # Load (or generate) the client keys now, so a bad key fails at start-up, not at login.
     oauth_state(app)
+
+
+@hookimpl
+def cr_user_repo(app: Any, principal: Any) -> Any:
+    # looked up at call time, so a test can stand in for the user's PDS
+    from plugins.oauth import userrepo
+    return userrepo.user_repo(app, principal)
