@@ -1,0 +1,123 @@
+"""A command that crashes between its PDS write and its local commit leaves a write intent,
+and the next start-up settles it like every other write (daemon/atproto/writes.py):
+a profile change is put back from the index, and a browser join takes back both the
+community's proof and the user's own membership record.
+
+The crash is simulated in process (the local transaction fails, as the index commit
+would never happen after a SIGKILL); the "next start-up" is a real second application
+built on the same database after the first one is shut down. tests/test_writes_sigkill.py
+kills a real daemon process instead."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from daemon.app import create_app
+from tests.fixtures_communities import Api, FailIndexOnce, pds_record, proofs_on_pds
+from tests.fixtures_oauth import oauth_login
+from tests.helpers import login_as
+
+pytestmark = pytest.mark.pds
+
+
+@pytest.fixture
+def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
+    return {**oauth_tls_config, "rate_limits": {"api": {"requests": 100000, "window_seconds": 60}}}
+
+
+@pytest.fixture
+def extra_plugins(recorder: Any, failer: FailIndexOnce) -> tuple:
+    return (recorder, failer)
+
+
+async def intents(db: Any) -> list[str]:
+    return [r["key"] for r in await db.fetchall("SELECT key FROM write_intents ORDER BY id")]
+
+
+async def restart(app: Any, clock: Any) -> Any:
+    """Stop `app` and start the daemon again on the same database; returns once the
+    start-up reconciliation pass has run (no intent left)."""
+    await app.shutdown()
+    again = await create_app(app.config, app.pm, clock=clock)
+    for _ in range(300):
+        if not await intents(again.db):
+            return again
+        await asyncio.sleep(0.1)
+    await again.shutdown()
+    raise AssertionError("the start-up pass left write intents")
+
+
+async def test_a_profile_change_that_crashed_before_its_commit_is_put_back_at_start_up(
+        app, client, people, clock, monkeypatch):
+    from store import communities as communities_store
+
+    api = await Api.make(app, client)
+    alice = people("alice")
+    did = (await api.create(alice, "Old name"))["did"]
+    session = await login_as(app, alice["did"], alice["handle"])
+    real_update = communities_store.update_community_tx
+
+    async def crash(tx: Any, did_: str, now: str, **fields: Any) -> None:
+        if "display_name" in fields:
+            raise RuntimeError("simulated crash before the index commit")
+        await real_update(tx, did_, now, **fields)
+
+    monkeypatch.setattr(communities_store, "update_community_tx", crash)
+    resp = await client.put(f"/communities/{did}/profile", session=session, json={"displayName": "New name"})
+    assert resp.status == 500, resp.text
+    monkeypatch.setattr(communities_store, "update_community_tx", real_update)
+    # the state a crash leaves: the repo says one thing, the index another
+    assert (await pds_record(app, did, "profile"))["displayName"] == "New name"
+    assert (await communities_store.get_community(app.db, did))["display_name"] == "Old name"
+
+    again = await restart(app, clock)
+    try:
+        assert (await pds_record(again, did, "profile"))["displayName"] == "Old name"
+        assert (await communities_store.get_community(again.db, did))["display_name"] == "Old name"
+        entries = await again.db.fetchall(
+            "SELECT metadata FROM audit_log WHERE community_did = ? AND action = 'reconciled'", (did,))
+        assert len(entries) == 1 and "community.profile_updated" in entries[0]["metadata"]
+    finally:
+        await again.shutdown()
+
+
+async def test_a_browser_join_that_crashed_before_its_commit_is_taken_back_at_start_up(
+        app, client, service, oauth_account, people, failer, recorder, clock):
+    api = await Api.make(app, client)
+    alice = people("alice")
+    did = (await api.create(alice, "Crashing door"))["did"]
+    user = oauth_account["did"]
+    collection = f"{app.config.atproto.namespace}.membership"
+    browser = service()
+    await oauth_login(browser, oauth_account)
+
+    failer.armed = "member.joined"
+    resp = await browser.post(f"/communities/{did}/join")
+    assert resp.status == 500, resp.text
+    # both repos were written; the index was not
+    mine = await _records(app, user, collection)
+    assert [r["value"]["community"] for r in mine] == [did]
+    assert user in await proofs_on_pds(app, did)
+    assert await api.check(did, user) == {"isMember": False, "isAdmin": False, "isPending": False}
+
+    again = await restart(app, clock)
+    try:
+        assert user not in await proofs_on_pds(again, did)
+        mine = await _records(again, user, collection)
+        assert mine == []
+        assert await again.db.fetchval(
+            "SELECT count(*) FROM members WHERE community_did = ? AND member_did = ?", (did, user)) == 0
+        assert [e for e in recorder.of("member.joined", did) if e.data["memberDid"] == user] == []
+    finally:
+        await again.shutdown()
+
+
+async def _records(app: Any, repo: str, collection: str) -> list[dict[str, Any]]:
+    """Every record of `collection` in `repo`, read straight from the devnet PDS."""
+    resp = await app.http.get(f"{app.config.atproto.pds_url}/xrpc/com.atproto.repo.listRecords",
+                              params={"repo": repo, "collection": collection, "limit": 100})
+    assert resp.status_code == 200, resp.text
+    return resp.json()["records"]
