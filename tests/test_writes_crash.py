@@ -121,3 +121,37 @@ async def _records(app: Any, repo: str, collection: str) -> list[dict[str, Any]]
                               params={"repo": repo, "collection": collection, "limit": 100})
     assert resp.status_code == 200, resp.text
     return resp.json()["records"]
+
+
+async def test_a_leave_whose_users_pds_failed_deletes_their_record_at_the_next_start_up(
+        app, client, service, oauth_account, people, clock, monkeypatch):
+    import plugins.oauth.userrepo as userrepo
+    from daemon.http import ApiError
+
+    api = await Api.make(app, client)
+    alice = people("alice")
+    did = (await api.create(alice, "Leaky door"))["did"]
+    user = oauth_account["did"]
+    collection = f"{app.config.atproto.namespace}.membership"
+    browser = service()
+    await oauth_login(browser, oauth_account)
+    assert (await browser.post(f"/communities/{did}/join")).status == 201
+    assert len(await _records(app, user, collection)) == 1
+
+    real_user_repo = userrepo.user_repo
+
+    async def dead_pds(app_: Any, principal: Any) -> Any:
+        raise ApiError(502, "pds_error", "The user's PDS is down.")
+
+    monkeypatch.setattr(userrepo, "user_repo", dead_pds)
+    resp = await browser.post(f"/communities/{did}/leave")
+    assert resp.status == 200, resp.text  # the user's PDS never stops anyone leaving
+    assert await api.check(did, user) == {"isMember": False, "isAdmin": False, "isPending": False}
+    assert len(await _records(app, user, collection)) == 1
+    monkeypatch.setattr(userrepo, "user_repo", real_user_repo)  # the user's PDS is back
+
+    again = await restart(app, clock)
+    try:
+        assert await _records(again, user, collection) == []
+    finally:
+        await again.shutdown()

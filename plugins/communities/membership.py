@@ -323,16 +323,34 @@ async def browser_join(app: "Application", community: Row, principal: Any) -> tu
 
 async def browser_leave(app: "Application", community: Row, principal: Any) -> dict[str, Any]:
     """Leave (or withdraw a request) as the signed-in user: the community's side, then,
-    best effort after the local commit, delete the user's own membership record (a failing
-    user PDS is logged and never stops the leave)."""
+    after the local commit, delete the user's own membership record. That deletion is an
+    intent begun before the leave: a failing user PDS (logged; it never stops anyone
+    leaving) or a crash leaves it to the reconciler, which deletes the record later."""
+    did, user = community["did"], principal.did
+    key = f"membership:{did}:{user}"
     collection = rec.nsid(app, "membership")
+    async with app.writes.lock(key):
+        row = await members_store.get_member(app.db, did, user) or \
+            await members_store.get_request(app.db, did, user)
+        rkey = _rkey_of(row["membership_uri"]) if row is not None else None
+        intent = None
+        if rkey and await app.writes.get(key) is None:  # else an earlier one is still to settle
+            intent = await app.writes.begin(
+                kind=MEMBERSHIP, key=key, community_did=did, operation="membership.delete", rkey=rkey,
+                payload={"userDid": user, "sessionId": principal.session_id})
 
-    async def delete_own_record(member_or_request: Row) -> None:
-        rkey = _rkey_of(member_or_request["membership_uri"])
-        if rkey:
-            repo = await app.writes.user_repo(principal)
-            await asyncio.wait_for(repo.delete_record(collection, rkey),
-                                   app.config.atproto.request_timeout_seconds * 2)
+        async def delete_own_record(member_or_request: Row) -> None:
+            rkey = _rkey_of(member_or_request["membership_uri"])
+            if rkey:
+                repo = await app.writes.user_repo(principal)
+                await asyncio.wait_for(repo.delete_record(collection, rkey),
+                                       app.config.atproto.request_timeout_seconds * 2)
+            if intent is not None:
+                await app.writes.drop(intent)
 
-    return await leave(app, community, principal.did, Actor(principal.did, None),
-                       after_commit=delete_own_record)
+        try:
+            return await leave(app, community, user, Actor(user, None), after_commit=delete_own_record)
+        except BaseException:
+            if intent is not None:
+                await app.writes.drop(intent)  # refused: nothing was deleted anywhere
+            raise

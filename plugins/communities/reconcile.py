@@ -17,7 +17,7 @@ reflects it:
   the index;
 * ``communities.profile`` (profile and image changes): the ``profile`` record is put from
   the index;
-* ``communities.membership`` (browser join: the user's own record): unless the user's
+* ``communities.membership`` (browser join and leave: the user's own record): unless the user's
   member row or join request refers to it, the record is deleted from the user's repo
   with the grant of the session that wrote it; if that session or grant is gone the
   record is left (harmless: no community proof backs it).
