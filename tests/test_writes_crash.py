@@ -155,3 +155,36 @@ async def test_a_leave_whose_users_pds_failed_deletes_their_record_at_the_next_s
         assert await _records(again, user, collection) == []
     finally:
         await again.shutdown()
+
+
+async def test_a_delete_that_failed_half_way_on_the_pds_is_put_back_at_the_next_start_up(
+        app, client, people, clock, monkeypatch):
+    """The PDS refuses the second deletion (the connection is refused before anything is
+    sent: the real PDS cannot be made to fail between two calls)."""
+    import httpx
+
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Half gone"))["did"]
+    assert (await api.join(did, bob["did"])).status == 201
+    real_send = app.http.send
+
+    async def refuse_profile_delete(request: Any, *args: Any, **kwargs: Any) -> Any:
+        if request.url.path.endswith("com.atproto.repo.deleteRecord") and b'"self"' in request.content \
+                and b".profile" in request.content:
+            raise httpx.ConnectError("connection refused", request=request)
+        return await real_send(request, *args, **kwargs)
+
+    monkeypatch.setattr(app.http, "send", refuse_profile_delete)
+    resp = await api.delete(api.path(did), {"adminDid": alice["did"]})
+    assert resp.status == 502, resp.text
+    monkeypatch.setattr(app.http, "send", real_send)
+    assert await pds_record(app, did, "admins") is None  # the first deletion happened
+    assert await api.check(did, bob["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
+
+    again = await restart(app, clock)
+    try:
+        assert [a["did"] for a in (await pds_record(again, did, "admins"))["admins"]] == [alice["did"]]
+        assert (await pds_record(again, did, "profile"))["displayName"] == "Half gone"
+    finally:
+        await again.shutdown()

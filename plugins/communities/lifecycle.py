@@ -17,7 +17,7 @@ from daemon.atproto.writes import pds, roll_back
 from daemon.events import emit_tx
 from daemon.http import ApiError
 from plugins.communities import records as rec
-from plugins.communities.steps import (PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
+from plugins.communities.steps import (DELETE, PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
                                        fetch_profile, let_finish, require_person, require_role,
                                        store_profile_tx)
 from store import accounts as accounts_store
@@ -186,6 +186,9 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
         # Re-checked under the lock: a transfer may have finished while we waited.
         require_role(await member_status(app, did, actor.did), primary=True)
         if app.config.plugin("communities").delete_pds_records:
+            # finished by the deletion below (it drops every intent of the community)
+            await app.writes.begin(kind=DELETE, key=f"delete:{did}", community_did=did,
+                                   operation="community.deleted", rkey="self")
             repo = await community_repo_for(app, did)
             await pds(repo.delete_record(rec.nsid(app, "admins"), "self"))
             await pds(repo.delete_record(rec.nsid(app, "profile"), "self"))

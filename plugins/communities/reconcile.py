@@ -17,6 +17,8 @@ reflects it:
   the index;
 * ``communities.profile`` (profile and image changes): the ``profile`` record is put from
   the index;
+* ``communities.delete`` (a deletion that did not commit): the ``profile`` and ``admins``
+  records are put back from the index (the community is still there);
 * ``communities.membership`` (browser join and leave: the user's own record): unless the user's
   member row or join request refers to it, the record is deleted from the user's repo
   with the grant of the session that wrote it; if that session or grant is gone the
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.atproto.writes import Intent, WriteKind
 from daemon.http import ApiError, Principal
 from plugins.communities import records as rec
-from plugins.communities.steps import (ADMINS, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
+from plugins.communities.steps import (ADMINS, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
                                        community_lock_key)
 from store import communities as communities_store
 from store import members as members_store
@@ -107,6 +109,12 @@ async def _undo_profile(app: "Application", intent: Intent) -> list[str]:
     return [f"put {profile_nsid}/self"]
 
 
+async def _undo_delete(app: "Application", intent: Intent) -> list[str]:
+    did = intent.community_did or ""
+    done = await _undo_profile(app, intent)
+    return done + [await _put_admins(app, await _repo(app, did), did)]
+
+
 async def _undo_membership(app: "Application", intent: Intent) -> list[str]:
     """The user's own record: kept if the index refers to it, else deleted with the grant
     of the session that wrote it (left, if that grant is gone)."""
@@ -133,7 +141,7 @@ async def _undo_membership(app: "Application", intent: Intent) -> list[str]:
 
 
 _UNDO = {PROOF: _undo_proof, REMOVE: _undo_remove, ADMINS: _undo_admins, PROFILE: _undo_profile,
-         MEMBERSHIP: _undo_membership}
+         DELETE: _undo_delete, MEMBERSHIP: _undo_membership}
 
 
 async def settle(app: "Application", intent: Intent) -> str | None:

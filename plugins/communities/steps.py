@@ -33,7 +33,8 @@ PROOF = "communities.proof"            # join, approve: a membership proof put
 REMOVE = "communities.remove"          # leave, remove: a proof deleted (and the admins record)
 ADMINS = "communities.admins"          # promote, demote, transfer: the admins record put
 PROFILE = "communities.profile"        # profile and image changes: the profile record put
-MEMBERSHIP = "communities.membership"  # browser join: the user's own membership record put
+MEMBERSHIP = "communities.membership"  # browser join, leave: the user's own membership record
+DELETE = "communities.delete"          # delete: the profile and admins records deleted
 
 
 @dataclass(frozen=True)
