@@ -188,3 +188,32 @@ async def test_a_delete_that_failed_half_way_on_the_pds_is_put_back_at_the_next_
         assert (await pds_record(again, did, "profile"))["displayName"] == "Half gone"
     finally:
         await again.shutdown()
+
+
+async def test_a_creation_that_crashed_before_its_commit_is_taken_off_the_repo_and_can_finish(
+        app, client, people, failer, clock, devnet):
+    api = await Api.make(app, client)
+    alice = people("alice")
+    body = {"creatorDid": alice["did"], "displayName": "Half born", "type": "open"}
+    failer.armed = "member.joined"  # the creation's commit emits the creator's join
+    resp = await api.post("/api/v1/communities", body)
+    assert resp.status == 500, resp.text
+    did = (await app.db.fetchone("SELECT did FROM communities WHERE state = 'creating'"))["did"]
+    assert (await pds_record(app, did, "profile"))["displayName"] == "Half born"
+
+    again = await restart(app, clock)
+    try:
+        assert await pds_record(again, did, "profile") is None
+        assert await pds_record(again, did, "admins") is None
+        assert await proofs_on_pds(again, did) == {}
+        # the same request still finishes it
+        from plugins.communities import service
+        created = await service.create(again, service.Actor(alice["did"], api.app_id), display_name="Half born",
+                                       description="", type="open", handle=None, identifier=None,
+                                       app_password=None)
+        assert created == {"did": did}
+        assert (await pds_record(again, did, "profile"))["displayName"] == "Half born"
+        assert list(await proofs_on_pds(again, did)) == [alice["did"]]
+        assert await intents(again.db) == []
+    finally:
+        await again.shutdown()

@@ -82,14 +82,18 @@ def surely_not_written(exc: BaseException) -> bool:
     return isinstance(exc, ApiError)
 
 
-async def roll_back(repo: Any, written: Sequence[tuple[str, str]]) -> None:
+async def roll_back(repo: Any, written: Sequence[tuple[str, str]]) -> bool:
     """Delete what a failed command wrote (collection, rkey), newest first, best effort:
-    a retry finishes the command, or the reconciler repairs what is left."""
+    a retry finishes the command, or the reconciler repairs what is left. True if every
+    record was deleted."""
+    undone = True
     for collection, rkey in reversed(written):
         try:
             await repo.delete_record(collection, rkey)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not roll back %s/%s on %s: %r", collection, rkey, repo.did, exc)
+            undone = False
+    return undone
 
 
 # ------------------------------------------------------------------ intents and kinds

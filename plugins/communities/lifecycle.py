@@ -17,7 +17,7 @@ from daemon.atproto.writes import pds, roll_back
 from daemon.events import emit_tx
 from daemon.http import ApiError
 from plugins.communities import records as rec
-from plugins.communities.steps import (DELETE, PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
+from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
                                        fetch_profile, let_finish, require_person, require_role,
                                        store_profile_tx)
 from store import accounts as accounts_store
@@ -76,6 +76,13 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         else:
             account = await pds(provision_account(app, wanted))
         kind = "provisioned"
+    async with app.writes.lock(f"create:{account.did}"):
+        return await _create_locked(app, actor, account, kind, display_name=display_name,
+                                    description=description, type=type)
+
+
+async def _create_locked(app: "Application", actor: Actor, account: Any, kind: str, *, display_name: str,
+                         description: str, type: str) -> dict[str, Any]:
     now = app.clock.iso_now()
     async with app.db.transaction("communities.create_begin") as tx:
         row = await communities_store.get_community_tx(tx, account.did)
@@ -92,6 +99,9 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
                 tx, account.did, now, display_name=display_name, description=description, type=type,
                 handle=account.handle, pds_url=account.pds_url)
         row = await communities_store.get_community_tx(tx, account.did)
+        intent = await app.writes.begin_tx(tx, kind=CREATE, key=f"create:{account.did}", community_did=account.did,
+                                           operation="community.created", rkey=row["proof_rkey"],
+                                           payload={"creatorDid": actor.did})
     did, proof_rkey = row["did"], row["proof_rkey"]
     profile_task = asyncio.ensure_future(fetch_profile(app, actor.did))
     repo = await community_repo_for(app, did)
@@ -105,7 +115,8 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         proof = await pds(repo.put_record(proof_nsid, proof_rkey, rec.membership_proof(actor.did, now)))
     except ApiError as exc:
         let_finish(profile_task)
-        await roll_back(repo, written)
+        if await roll_back(repo, written):
+            await app.writes.drop(intent)  # else the reconciler deletes what is left
         raise ApiError(exc.status, exc.code,
                        f"{exc.message} The community is not created; send the same request again "
                        "to finish creating it.") from None
@@ -117,6 +128,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
             proof_cid=proof.get("cid"), membership_uri=None, membership_cid=None,
             app_id=actor.app_id, admin_rank=0)
         await communities_store.set_counts_tx(tx, did, 1, 0)
+        await app.writes.finish_tx(tx, intent)
         await store_profile_tx(app, tx, actor.did, profile)
         await emit_tx(app, tx, "member.joined", community_did=did, data={"memberDid": actor.did},
                       app_id=actor.app_id, actor_did=actor.did)

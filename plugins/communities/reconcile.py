@@ -8,6 +8,8 @@ the client did not retry. From the client's point of view that command never hap
 so settling **rolls back** what it may have written, unless the local index already
 reflects it:
 
+* ``communities.create``: a community still ``creating`` gets its ``profile``, ``admins``
+  and creator's proof deleted from its repo (the same request can still finish it);
 * ``communities.proof`` (join, approve): the proof at the intent's record key is deleted
   unless the local member row points at that key;
 * ``communities.remove`` (leave, remove): if the member is still in the index, their proof
@@ -38,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.atproto.writes import Intent, WriteKind
 from daemon.http import ApiError, Principal
 from plugins.communities import records as rec
-from plugins.communities.steps import (ADMINS, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
+from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
                                        community_lock_key)
 from store import communities as communities_store
 from store import members as members_store
@@ -109,6 +111,22 @@ async def _undo_profile(app: "Application", intent: Intent) -> list[str]:
     return [f"put {profile_nsid}/self"]
 
 
+async def _undo_create(app: "Application", intent: Intent) -> list[str]:
+    """A creation that never finished: its records are taken off the repo (the invisible
+    'creating' row stays, so the same request can still finish it)."""
+    did = intent.community_did or ""
+    community = await communities_store.get_community(app.db, did)
+    if community is None or community["state"] != "creating":
+        return []
+    repo = await _repo(app, did)
+    done = []
+    for name, rkey in (("membershipProof", intent.rkey or community["proof_rkey"]), ("admins", "self"),
+                       ("profile", "self")):
+        await repo.delete_record(rec.nsid(app, name), rkey)
+        done.append(f"deleted {rec.nsid(app, name)}/{rkey}")
+    return done
+
+
 async def _undo_delete(app: "Application", intent: Intent) -> list[str]:
     did = intent.community_did or ""
     done = await _undo_profile(app, intent)
@@ -140,14 +158,15 @@ async def _undo_membership(app: "Application", intent: Intent) -> list[str]:
     return [f"deleted {collection}/{rkey} in {user}'s repo"]
 
 
-_UNDO = {PROOF: _undo_proof, REMOVE: _undo_remove, ADMINS: _undo_admins, PROFILE: _undo_profile,
+_UNDO = {CREATE: _undo_create, PROOF: _undo_proof, REMOVE: _undo_remove, ADMINS: _undo_admins, PROFILE: _undo_profile,
          DELETE: _undo_delete, MEMBERSHIP: _undo_membership}
 
 
 async def settle(app: "Application", intent: Intent) -> str | None:
     """Make the repo match the index for what `intent` may have written, then drop it with
     an audit entry. Raises if the PDS fails (the core postpones it)."""
-    done = await _UNDO[intent.kind](app, intent) if await _active(app, intent.community_did) else []
+    active = intent.kind == CREATE or await _active(app, intent.community_did)
+    done = await _UNDO[intent.kind](app, intent) if active else []
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None  # a request took it over meanwhile

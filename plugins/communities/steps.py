@@ -34,6 +34,7 @@ REMOVE = "communities.remove"          # leave, remove: a proof deleted (and the
 ADMINS = "communities.admins"          # promote, demote, transfer: the admins record put
 PROFILE = "communities.profile"        # profile and image changes: the profile record put
 MEMBERSHIP = "communities.membership"  # browser join, leave: the user's own membership record
+CREATE = "communities.create"          # create: profile, admins and the creator's proof put
 DELETE = "communities.delete"          # delete: the profile and admins records deleted
 
 
