@@ -46,7 +46,7 @@ async def update_community_tx(tx: Transaction, did: str, now: str, **fields: Any
 
 
 async def delete_community_tx(tx: Transaction, did: str) -> None:
-    """Remove a community with its members, requests, app grants and pending writes
+    """Remove a community with its members, requests, app grants and write intents
     (the audit log stays)."""
     await tx.execute("DELETE FROM write_intents WHERE community_did = ?", (did,))
     await tx.execute("DELETE FROM communities WHERE did = ?", (did,))

@@ -116,7 +116,7 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
         elif actor.app_id is not None and from_request and not await app_manages_tx(tx, row, actor.app_id):
             refusal = ApiError(403, "app_not_trusted", "The app's management grant was revoked meanwhile.")
         elif status.is_member:
-            # A concurrent request won. If it shared our pending row, its proof is the one
+            # A concurrent request won. If it shared our intent, its proof is the one
             # we wrote (same key); otherwise ours is a second proof, rolled back below.
             refusal = ApiError(409, "already_member", "This user is already a member of the community.")
             member = await members_store.get_member_tx(tx, did, user_did)

@@ -10,9 +10,9 @@ The core's one write path (daemon/atproto/writes.py, ``app.writes``), for record
    ``putRecord`` at that key with ``swapRecord: null`` for a create (only if the key is
    free; the same value already there is the PDS's no-op, i.e. our own earlier attempt),
    with the indexed CID as ``swapRecord`` for an update, ``deleteRecord`` with the indexed
-   CID as ``swapRecord`` for a delete. A refusal (4xx) removes the pending row; a failure
+   CID as ``swapRecord`` for a delete. A refusal (4xx) removes the intent; a failure
    that may have happened after the write (timeout, 5xx) keeps it;
-4. one transaction indexes the result, emits the event and deletes the pending row.
+4. one transaction indexes the result, emits the event and deletes the intent.
 
 An intent left by a crash, a failed index transaction or an ambiguous PDS failure is
 settled by reading the repo (the kind's :func:`settle_intent`, run by the core's reconciler
@@ -48,7 +48,7 @@ KIND = "records.write"
 
 
 def compact(value: Any) -> str:
-    """A record as stored in the index and the pending row."""
+    """A record as stored in the index and the intent."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -118,9 +118,9 @@ class Write:
 async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]:
     """Steps 2-4 for a request holding the record's lock; ``{"uri", "cid"}`` written.
 
-    Raises the PDS failure (the pending row stays unless the PDS surely did not write),
+    Raises the PDS failure (the intent stays unless the PDS surely did not write),
     or 500 ``index_failed`` when the record is on the PDS but could not be indexed (the
-    pending row stays; the reconciler finishes it)."""
+    intent stays; the reconciler finishes it)."""
     intent = await app.writes.begin(kind=KIND, key=_key(write.community_did, write.collection, write.rkey),
                                     community_did=write.community_did, operation=write.op,
                                     rkey=write.rkey, payload=write.payload(), reuse=False)
@@ -217,7 +217,7 @@ async def _read(app: "Application", write: Write) -> dict[str, Any] | None:
 
 
 async def _apply(app: "Application", write: Write, seen: dict[str, Any] | None) -> str:
-    """Finish the pending write if the repo shows it happened, else drop it."""
+    """Finish the intent if the repo shows it happened, else drop it."""
     if write.op == "delete":
         landed = seen is None
     else:
