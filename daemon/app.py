@@ -153,6 +153,8 @@ class Application(tornado.web.Application):
         self.metrics = Metrics(self)
         self.proofs = proofs.Proofs(self)
         self.routes: tuple[tuple, ...] = ()  # every route, as the plugins declared them
+        from daemon.atproto.writes import Writes
+        self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -300,6 +302,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             from daemon.sessions import expire_sessions_pass
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
             await call_hook(pm.hook.cr_startup, app=app)
+            app.writes.start()
     except BaseException:
         if "app" in locals():
             await app.shutdown()

@@ -9,10 +9,10 @@ How asynchronous implementations are called
 pluggy calls implementations synchronously. An ``async def`` implementation therefore
 returns a coroutine object, which is never None. The rules are:
 
-* **Broadcast hooks** (every hook below except `cr_authenticate`): an implementation may
+* **Broadcast hooks** (every hook below except `cr_authenticate` and `cr_user_repo`): an implementation may
   return a plain value or an awaitable. The daemon awaits every awaitable result, in the
   order pluggy returns them (see `daemon.plugins.call_hook`). ``async def`` is fine.
-* **First-result hook** (`cr_authenticate`): the implementation must decide
+* **First-result hooks** (`cr_authenticate`, `cr_user_repo`): the implementation must decide
   *synchronously* whether the request is its kind of credential. It returns None to pass,
   or an awaitable that completes the check. An ``async def`` implementation would claim
   every request, so plain ``def`` is required; the plugin manager rejects ``async def``
@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
     from daemon.config import Config
     from daemon.events import Event
+    from daemon.atproto.writes import WriteKind
     from daemon.http import BaseHandler, Principal
     from store.db import Transaction
 
@@ -138,6 +139,43 @@ def cr_shutdown(app: "Application") -> Awaitable[None] | None:
 
     :return: None or an awaitable; all are awaited, bounded by the shutdown timeout. Work
         not finished by then must be safe to pick up at the next start.
+    """
+
+
+# ------------------------------------------------------------------ writes to repos
+
+
+@hookspec
+def cr_write_kinds(app: "Application") -> "list[WriteKind] | None":
+    """Register how each kind of PDS write the plugin makes is settled after a crash.
+
+    Every write to a repo goes through the core's one write path, ``app.writes``
+    (`daemon.atproto.writes`): an intent row before the PDS call, the subject's lock,
+    one PDS-error policy, and one local transaction that deletes the intent. An intent no
+    request finished is handed by the one reconciler to its kind's ``settle``.
+
+    :param app: the application (read the plugin's config from it).
+    :return: a list of `daemon.atproto.writes.WriteKind` (name ``<plugin>.<what>``, the
+        ``settle`` coroutine, how old an intent must be before it is settled, the backoff
+        limit, the other locks settling needs), or None. All results are collected once,
+        at the first write or reconciliation; two kinds of the same name are an error.
+    """
+
+
+@hookspec(firstresult=True)
+def cr_user_repo(app: "Application", principal: "Principal") -> "Awaitable[Any] | None":
+    """Open the repository of a signed-in user, to write records there with their grant
+    (the browser's join and leave write the user's own membership record). Reached
+    through ``app.writes.user_repo(principal)``.
+
+    Stops at the first non-None result. Must be a plain ``def`` (see the module docstring).
+
+    :param app: the application.
+    :param principal: the browser session (``kind == "session"``, ``did``, ``session_id``).
+    :return: None if this plugin holds no grants; otherwise an awaitable resolving to a
+        repo object with ``did``, ``put_record(collection, rkey, value)`` and
+        ``delete_record(collection, rkey)``, or raising `daemon.http.ApiError` (403) when
+        the session has no grant that may write there.
     """
 
 

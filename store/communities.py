@@ -1,9 +1,8 @@
-"""Communities: the local index of each community's profile, app visibility, the
-outbox of PDS writes in progress, and community search."""
+"""Communities: the local index of each community's profile, app visibility and
+community search (PDS writes in progress: store/intents.py)."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -47,9 +46,9 @@ async def update_community_tx(tx: Transaction, did: str, now: str, **fields: Any
 
 
 async def delete_community_tx(tx: Transaction, did: str) -> None:
-    """Remove a community with its members, requests, app grants and pending writes
+    """Remove a community with its members, requests, app grants and write intents
     (the audit log stays)."""
-    await tx.execute("DELETE FROM community_pending_writes WHERE community_did = ?", (did,))
+    await tx.execute("DELETE FROM write_intents WHERE community_did = ?", (did,))
     await tx.execute("DELETE FROM communities WHERE did = ?", (did,))
 
 
@@ -165,62 +164,6 @@ async def list_communities(db: Database, *, query: str | None, user_did: str | N
            f"FROM communities c {member_join} WHERE {' AND '.join(where)} "
            f"ORDER BY c.id DESC LIMIT ?")
     return await db.fetchall(sql, params)
-
-
-# ------------------------------------------------------------------ pending PDS writes
-
-
-async def begin_write_tx(tx: Transaction, *, key: str, community_did: str, operation: str,
-                         rkey: str | None, payload: dict[str, Any], now: str) -> Row:
-    """The pending write `key`: the existing one (a retry: same rkey) or a new one."""
-    row = await tx.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
-    if row is not None:
-        await tx.execute("UPDATE community_pending_writes SET attempts = attempts + 1 WHERE key = ?",
-                         (key,))
-        return row
-    await tx.execute(
-        "INSERT INTO community_pending_writes (key, community_did, operation, rkey, payload, "
-        "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        (key, community_did, operation, rkey, json.dumps(payload, separators=(",", ":")), now))
-    return await tx.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
-
-
-async def finish_write_tx(tx: Transaction, key: str) -> None:
-    await tx.execute("DELETE FROM community_pending_writes WHERE key = ?", (key,))
-
-
-async def clear_writes_tx(tx: Transaction, community_did: str) -> None:
-    await tx.execute("DELETE FROM community_pending_writes WHERE community_did = ?", (community_did,))
-
-
-async def pending_writes(db: Database, community_did: str | None = None) -> list[Row]:
-    if community_did is None:
-        return await db.fetchall("SELECT * FROM community_pending_writes ORDER BY created_at")
-    return await db.fetchall(
-        "SELECT * FROM community_pending_writes WHERE community_did = ? ORDER BY created_at",
-        (community_did,))
-
-
-async def get_pending_write(db: Database, key: str) -> Row | None:
-    return await db.fetchone("SELECT * FROM community_pending_writes WHERE key = ?", (key,))
-
-
-async def stale_pending_writes(db: Database, *, created_before: str | None) -> list[Row]:
-    """Pending writes created before `created_before` (all of them with None), oldest first."""
-    if created_before is None:
-        return await db.fetchall("SELECT * FROM community_pending_writes ORDER BY created_at, key")
-    return await db.fetchall(
-        "SELECT * FROM community_pending_writes WHERE created_at < ? ORDER BY created_at, key",
-        (created_before,))
-
-
-async def finish_write_if_tx(tx: Transaction, key: str, created_at: str, attempts: int) -> bool:
-    """Delete the pending write `key` only if it is still the one read (same creation and
-    attempt count: no request picked it up meanwhile)."""
-    cur = await tx.execute(
-        "DELETE FROM community_pending_writes WHERE key = ? AND created_at = ? AND attempts = ?",
-        (key, created_at, attempts))
-    return cur.rowcount > 0
 
 
 async def all_communities(db: Database, query: str | None) -> list[Row]:

@@ -61,7 +61,7 @@ async def test_pds_down_during_join_is_502_without_trace_and_the_retry_succeeds(
     proofs = await proofs_on_pds(app, did)
     assert list(proofs).count(bob["did"]) == 1
     assert len([e for e in recorder.of("member.joined", did) if e.data["memberDid"] == bob["did"]]) == 1
-    assert await app.db.fetchval("SELECT count(*) FROM community_pending_writes") == 0
+    assert await app.db.fetchval("SELECT count(*) FROM write_intents") == 0
 
 
 async def test_create_with_pds_down_creates_nothing_and_the_same_request_finishes(app, client, people, devnet):

@@ -48,7 +48,7 @@ async def snapshot(app: Any, api: Api, did: str) -> dict[str, Any]:
         "pending": [p["userDid"] for p in pending["pendingMembers"]],
         "member_rows": await app.db.fetchval("SELECT count(*) FROM members WHERE community_did = ?", (did,)),
         "requests": await app.db.fetchval("SELECT count(*) FROM join_requests WHERE community_did = ?", (did,)),
-        "pending_writes": await app.db.fetchval("SELECT count(*) FROM community_pending_writes"),
+        "pending_writes": await app.db.fetchval("SELECT count(*) FROM write_intents"),
         "audit": await app.db.fetchval("SELECT count(*) FROM audit_log WHERE community_did = ?", (did,)),
         "events": await app.db.fetchval("SELECT count(*) FROM events WHERE community_did = ?", (did,)),
     }

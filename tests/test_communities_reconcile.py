@@ -28,7 +28,7 @@ def extra_plugins(recorder: Any, failer: FailIndexOnce) -> tuple:
 
 
 async def pending_keys(app: Any) -> list[str]:
-    return [r["key"] for r in await app.db.fetchall("SELECT key FROM community_pending_writes ORDER BY key")]
+    return [r["key"] for r in await app.db.fetchall("SELECT key FROM write_intents WHERE kind LIKE 'communities.%' ORDER BY key")]
 
 
 async def reconciled_entries(app: Any, did: str) -> list[dict[str, Any]]:
@@ -163,7 +163,6 @@ async def test_a_crashed_leave_puts_the_members_proof_back(app, client, people, 
 async def test_an_unfinished_admins_change_is_undone_from_the_index(app, client, people, clock):
     from daemon.atproto.accounts import community_repo
     from plugins.communities import records as rec
-    from store import communities as communities_store
     from tests.fixtures_communities import pds_record
 
     api = await Api.make(app, client)
@@ -171,10 +170,9 @@ async def test_an_unfinished_admins_change_is_undone_from_the_index(app, client,
     did = (await api.create(alice, "Promoted club"))["did"]
     assert (await api.join(did, bob["did"])).status == 201
     # a promotion that wrote the admins record and then crashed before its commit
-    async with app.db.transaction("tests.admins_begin") as tx:
-        await communities_store.begin_write_tx(
-            tx, key=f"admins:{did}", community_did=did, operation="admin.promoted", rkey="self",
-            payload={"admins": [alice["did"], bob["did"]]}, now=app.clock.iso_now())
+    await app.writes.begin(kind="communities.admins", key=f"admins:{did}", community_did=did,
+                           operation="admin.promoted", rkey="self",
+                           payload={"admins": [alice["did"], bob["did"]]})
     repo = await community_repo(app, did)
     now = app.clock.iso_now()
     await repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record([(alice["did"], now), (bob["did"], now)], now))

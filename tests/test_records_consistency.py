@@ -34,7 +34,7 @@ def events(recorder: Any, type: str, rkey: str) -> list[Any]:
 
 
 async def pending(app: Any) -> list[tuple[str, str]]:
-    rows = await app.db.fetchall("SELECT op, rkey FROM record_pending_writes ORDER BY id")
+    rows = await app.db.fetchall("SELECT operation AS op, rkey FROM write_intents WHERE kind = 'records.write' ORDER BY id")
     return [(r["op"], r["rkey"]) for r in rows]
 
 
@@ -170,7 +170,7 @@ async def test_reconciler_keeps_the_row_while_the_pds_is_down_and_backs_off(
         assert (await reconcile(app))["postponed"] == 1
     finally:
         devnet.resume()
-    row = await app.db.fetchone("SELECT attempts, last_error FROM record_pending_writes")
+    row = await app.db.fetchone("SELECT attempts, last_error FROM write_intents WHERE kind = 'records.write'")
     assert row["attempts"] == 1 and row["last_error"]
     assert (await reconcile(app))["finished"] == 0  # waiting out its backoff
     clock.advance(AFTER + 1)

@@ -47,7 +47,7 @@ async def indexed(app: Any, did: str) -> list[tuple[str, str]]:
 
 
 async def pending(app: Any) -> list[tuple[str, str]]:
-    rows = await app.db.fetchall("SELECT op, rkey FROM record_pending_writes ORDER BY id")
+    rows = await app.db.fetchall("SELECT operation AS op, rkey FROM write_intents WHERE kind = 'records.write' ORDER BY id")
     return [(r["op"], r["rkey"]) for r in rows]
 
 

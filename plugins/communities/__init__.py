@@ -7,6 +7,11 @@ from typing import Any
 
 from daemon import hookimpl
 
+#: The modules a plugin that declares `communities` in `cr_plugin_requires` may import:
+#: the operations (`service`), the request helpers the JSON routes use (`common`) and the
+#: JSON shapes (`views`). Everything else here is private (docs/plugins.md).
+PUBLIC_MODULES = ("service", "common", "views")
+
 
 @hookimpl
 def cr_config_section() -> tuple[str, type]:
@@ -29,8 +34,12 @@ def cr_routes(app: Any) -> list[tuple]:
 def cr_startup(app: Any) -> None:
     from plugins.communities.config import check_limits
     check_limits(app.config)
-    from plugins.communities.reconcile import start_reconciler
-    start_reconciler(app)
+
+
+@hookimpl
+def cr_write_kinds(app: Any) -> list[Any]:
+    from plugins.communities.reconcile import write_kinds
+    return write_kinds(app)
 
 
 @hookimpl

@@ -3,7 +3,7 @@
 The repo is the source of truth for the profile, the admins list and the members (one
 `membershipProof` per member). Members keep their local row (join order, membership
 record) when their proof is still there; members without a proof are dropped; proofs
-without a local row become members. Pending writes of the community are cleared (the
+without a local row become members. Write intents of the community are cleared (the
 repo now says what happened). Join requests and app grants are local-only and stay.
 """
 
@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from daemon import cli
 from daemon.atproto.pds import blob_cid
 from plugins.communities import records as rec
-from plugins.communities.service import audit_tx, community_lock, community_repo_for
+from plugins.communities.steps import audit_tx, community_lock, community_repo_for
 from store import communities as communities_store
+from store import intents as intents_store
 from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,7 +83,7 @@ async def reindex(app: "Application", did: str,
             await members_store.set_admins_tx(tx, did, ordered)
             counts = await members_store.count_tx(tx, did)
             await communities_store.set_counts_tx(tx, did, *counts)
-            await communities_store.clear_writes_tx(tx, did)
+            await intents_store.delete_community_tx(tx, did)
             summary = {"members": counts[0], "pending": counts[1], "added": added, "removed": removed,
                        "admins": [d for d, _ in ordered]}
             await audit_tx(app, tx, did, "community.reindexed", None, None, metadata=summary)

@@ -11,12 +11,10 @@ import tornado.httputil
 
 from daemon import validate
 
-from daemon.atproto.syntax import new_tid
 from daemon.http import ApiError, BaseHandler
-from plugins.communities import common, records as rec, service
+from plugins.communities import common, service
 from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
-from store import communities as communities_store
 from store.db import Row
 
 
@@ -45,58 +43,22 @@ class MyCommunitiesHandler(WebBase):
         self.send_json(await common.created(self, result["did"], self.principal.did), 201)
 
 
-def _rkey_of(uri: str | None) -> str | None:
-    return uri.rsplit("/", 1)[-1] if uri and uri.count("/") >= 4 else None
-
-
 class JoinHandler(WebBase):
-    """Join: put the user's own `membership` record (key chosen once, kept in a pending
-    write, so a retry rewrites the same record), then the community's side."""
+    """Join: the user's own `membership` record, then the community's side."""
 
     async def post(self, did: str) -> None:
-        from plugins.oauth.userrepo import user_repo
-
         row = await common.community_for(self, did)
-        user = self.principal.did
-        key = f"membership:{row['did']}:{user}"
-        collection = rec.nsid(self.app, "membership")
-
-        async def write_own_record() -> tuple[str | None, str | None]:
-            async with self.app.db.transaction("communities.membership_begin") as tx:
-                pending = await communities_store.begin_write_tx(
-                    tx, key=key, community_did=row["did"], operation="membership.put",
-                    rkey=new_tid(self.app.clock), payload={"userDid": user}, now=self.app.clock.iso_now())
-            repo = await user_repo(self.app, self.principal)
-            out = await service.pds(repo.put_record(
-                collection, pending["rkey"], rec.membership(row["did"], self.app.clock.iso_now())))
-            return out.get("uri"), out.get("cid")
-
-        status, result = await service.join(self.app, row, user, self.me, before_commit=write_own_record)
-        async with self.app.db.transaction("communities.membership_done") as tx:
-            await communities_store.finish_write_tx(tx, key)
+        status, result = await service.browser_join(self.app, row, self.principal)
         self.send_json(result, status)
 
 
 class LeaveHandler(WebBase):
-    """Leave (or withdraw a request): the community's side, then, best effort after the
-    local commit, delete the user's own membership record (a failing user PDS is logged
-    and never stops the leave)."""
+    """Leave (or withdraw a request): the community's side, then, best effort, the user's
+    own membership record."""
 
     async def post(self, did: str) -> None:
-        from plugins.oauth.userrepo import user_repo
-
         row = await common.community_for(self, did)
-        user = self.principal.did
-        collection = rec.nsid(self.app, "membership")
-
-        async def delete_own_record(member_or_request: Row) -> None:
-            rkey = _rkey_of(member_or_request["membership_uri"])
-            if rkey:
-                repo = await user_repo(self.app, self.principal)
-                await asyncio.wait_for(repo.delete_record(collection, rkey),
-                                       self.app.config.atproto.request_timeout_seconds * 2)
-
-        self.send_json(await service.leave(self.app, row, user, self.me, after_commit=delete_own_record))
+        self.send_json(await service.browser_leave(self.app, row, self.principal))
 
 
 class CommunityHandler(WebBase):

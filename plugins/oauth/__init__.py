@@ -6,6 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
+
+#: The modules a plugin that declares `oauth` in `cr_plugin_requires` may import: the
+#: grants (to revoke a signed-in user's grant on sign-out). Everything else is private.
+PUBLIC_MODULES = ("grants",)
 from daemon.sessions import SID_COOKIE, authenticate_session
 from plugins.oauth import handlers
 from plugins.oauth.config import OAuthConfig
@@ -46,3 +50,10 @@ def cr_routes(app: Any) -> list[tuple]:
 def cr_startup(app: Any) -> None:
     # Load (or generate) the client keys now, so a bad key fails at start-up, not at login.
     oauth_state(app)
+
+
+@hookimpl
+def cr_user_repo(app: Any, principal: Any) -> Any:
+    # looked up at call time, so a test can stand in for the user's PDS
+    from plugins.oauth import userrepo
+    return userrepo.user_repo(app, principal)

@@ -18,7 +18,6 @@ from daemon.http import ApiError, BaseHandler
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
-from plugins.oauth.home import HomeHandler
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import dump_private, load_private, new_dpop_key
 from store import oauth as oauth_store
@@ -149,11 +148,23 @@ class JwksHandler(BaseHandler):
 # ------------------------------------------------------------------ login
 
 
+def _same_site_path(value: Any) -> str | None:
+    """`value` if it is a path on this site ("/c/x?y"), else None: never another origin
+    (``//evil.example``, ``/\\evil``, ``https://...``), no control characters."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
+            or "\\" in value or len(value) > 1024 or any(ord(c) < 0x20 or c == "\x7f" for c in value):
+        return None
+    return value
+
+
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
 
     async def get(self) -> None:
-        await HomeHandler.get(self)  # type: ignore[arg-type]
+        """GET /login: the sign-in form lives on the home page (the web plugin's), so send
+        the browser there, keeping a `next` path on this site."""
+        target = _same_site_path(self.get_query_argument("next", None))
+        self.redirect("/" + (f"?{urlencode({'next': target})}" if target else ""), status=303)
 
     def is_form(self) -> bool:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -359,7 +370,6 @@ def routes() -> list[tuple]:
         (METADATA_PATH, ClientMetadataHandler),
         (JWKS_PATH, JwksHandler),
         (r"/login", LoginHandler),
-        (r"/", HomeHandler),
         (CALLBACK_PATH, CallbackHandler),
         (r"/logout", LogoutHandler),
         (r"/users/me", MeHandler),

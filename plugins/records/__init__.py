@@ -36,4 +36,8 @@ def cr_routes(app: Any) -> list[tuple]:
 @hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("records"), app.config.atproto.namespace)
-    writes.start_reconciler(app)
+
+
+@hookimpl
+def cr_write_kinds(app: Any) -> list[Any]:
+    return writes.write_kinds(app)

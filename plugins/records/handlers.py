@@ -17,7 +17,7 @@ from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, re
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.proofs import UserMethod
 from daemon.validate import invalid
-from plugins.communities.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
+from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
                                         member_status_tx, require_community, require_manager_tx)
 from plugins.records import collections, writes
 from plugins.records.collections import community_allowlist, policy

@@ -1,22 +1,22 @@
 """Record writes kept consistent with the community's repo (docs/records.md, "Consistency").
 
-The pending-write pattern of the communities plugin, for records:
+The core's one write path (daemon/atproto/writes.py, ``app.writes``), for records:
 
-1. under a per-record lock, settle what an earlier attempt left (:func:`settle`), then
+1. under the record's lock, settle what an earlier attempt left (:func:`settle`), then
    check the index;
-2. one transaction writes a ``record_pending_writes`` row holding the operation, the key
+2. one transaction writes a ``records.write`` intent holding the operation, the key
    (chosen now for creates) and the value;
 3. the PDS write, idempotent and never replacing what the service did not write:
    ``putRecord`` at that key with ``swapRecord: null`` for a create (only if the key is
    free; the same value already there is the PDS's no-op, i.e. our own earlier attempt),
    with the indexed CID as ``swapRecord`` for an update, ``deleteRecord`` with the indexed
-   CID as ``swapRecord`` for a delete. A refusal (4xx) removes the pending row; a failure
+   CID as ``swapRecord`` for a delete. A refusal (4xx) removes the intent; a failure
    that may have happened after the write (timeout, 5xx) keeps it;
-4. one transaction indexes the result, emits the event and deletes the pending row.
+4. one transaction indexes the result, emits the event and deletes the intent.
 
-A pending row left by a crash, a failed index transaction or an ambiguous PDS failure is
-settled by reading the repo (:func:`reconcile`, run at start-up and every
-``records.reconcile_after_seconds``): the write is there → step 4; it is not → the row
+An intent left by a crash, a failed index transaction or an ambiguous PDS failure is
+settled by reading the repo (the kind's :func:`settle_intent`, run by the core's reconciler
+at start-up and every ``records.reconcile_after_seconds``): the write is there → step 4; it is not → the row
 is dropped, with no event. Settling never writes to the repo: a pending create is
 finished only if the record at its key holds exactly the pending value (what our own
 write would have left); any other record there is someone else's and stays untouched.
@@ -29,27 +29,26 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon.locks import KeyedLocks
-from daemon.clock import iso
+from daemon.atproto import writes as core
+from daemon.atproto.writes import Intent, WriteKind
 from daemon.events import emit_tx
 from daemon.http import ApiError
 from store import records as store
-from store.db import Row, Transaction
+from store.db import Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
 log = logging.getLogger("commonroom.records")
 
-STATE_KEY = "records.writes"
-_BATCH = 100
+KIND = "records.write"
 
 
 # ------------------------------------------------------------------ helpers
 
 
 def compact(value: Any) -> str:
-    """A record as stored in the index and the pending row."""
+    """A record as stored in the index and the intent."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -60,49 +59,27 @@ def same_value(a: Any, b: Any) -> bool:
 
 
 def pds_failure(exc: BaseException) -> ApiError:
-    """The answer for a failed PDS step: a record the PDS refuses as invalid is the
-    caller's 400; a conflict stays a 409; any other failure is a 502 (no PDS failure may
-    read as success)."""
-    from daemon.atproto.pds import PdsError
-    if isinstance(exc, PdsError):
-        if exc.status == 502 and exc.pds_status == 400:
-            return ApiError(400, "record_rejected", f"The PDS refused the record: {exc.message}")
-        return exc
-    if isinstance(exc, ApiError):
-        return exc
-    return ApiError(502, "pds_error", f"The community's PDS failed: {exc}")
+    """The answer for a failed PDS step (the core's policy; the record is the caller's, so
+    a record the PDS refuses as invalid is their 400)."""
+    return core.pds_failure(exc, refusal_is_callers=True)
 
 
 async def pds_call(step: Any) -> Any:
     """Await a PDS call, turning any failure into its answer (:func:`pds_failure`)."""
-    try:
-        return await step
-    except Exception as exc:  # noqa: BLE001
-        raise pds_failure(exc) from None
+    return await core.pds(step, refusal_is_callers=True)
 
 
-def surely_not_written(exc: BaseException) -> bool:
-    """True if the PDS write certainly did not happen: the PDS refused it (a 4xx other
-    than 429) or it was refused before anything was sent. A timeout or a 5xx may come
-    after the write, so those are not."""
-    from daemon.atproto.pds import PdsError
-    if isinstance(exc, PdsError):
-        return not exc.transient
-    return isinstance(exc, ApiError)
-
-
-def _locks(app: "Application") -> KeyedLocks:
-    return app.state.setdefault(STATE_KEY, KeyedLocks())
+surely_not_written = core.surely_not_written
 
 
 def _key(community_did: str, collection: str, rkey: str) -> str:
-    return f"{community_did} {collection} {rkey}"
+    return f"record:{community_did} {collection} {rkey}"
 
 
 def hold(app: "Application", community_did: str, collection: str, rkey: str) -> Any:
     """The lock a request holds on one record for its whole write (the reconciler skips
-    records whose lock is held: their request finishes or leaves the row itself)."""
-    return _locks(app).hold(_key(community_did, collection, rkey))
+    records whose lock is held: their request finishes or leaves the intent itself)."""
+    return app.writes.lock(_key(community_did, collection, rkey))
 
 
 # ------------------------------------------------------------------ one write
@@ -110,7 +87,7 @@ def hold(app: "Application", community_did: str, collection: str, rkey: str) -> 
 
 @dataclass(frozen=True)
 class Write:
-    """A write as recorded in ``record_pending_writes``."""
+    """A record write, as recorded in a ``records.write`` intent."""
 
     op: str  # create | update | delete
     community_did: str
@@ -121,13 +98,17 @@ class Write:
     author_did: str
     user_did: str
     app_id: str | None
-    id: int | None = None
+    intent: Intent | None = None
 
     @classmethod
-    def from_row(cls, row: Row) -> "Write":
-        return cls(row["op"], row["community_did"], row["collection"], row["rkey"],
-                   json.loads(row["value"]) if row["value"] is not None else None, row["cid"],
-                   row["author_did"], row["user_did"], row["app_id"], row["id"])
+    def from_intent(cls, intent: Intent) -> "Write":
+        p = intent.payload
+        return cls(intent.operation, intent.community_did or "", p["collection"], intent.rkey or "",
+                   p.get("value"), p.get("cid"), p["authorDid"], p["userDid"], p.get("appId"), intent)
+
+    def payload(self) -> dict[str, Any]:
+        return {"collection": self.collection, "value": self.value, "cid": self.cid,
+                "authorDid": self.author_did, "userDid": self.user_did, "appId": self.app_id}
 
     @property
     def uri(self) -> str:
@@ -137,16 +118,13 @@ class Write:
 async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]:
     """Steps 2-4 for a request holding the record's lock; ``{"uri", "cid"}`` written.
 
-    Raises the PDS failure (the pending row stays unless the PDS surely did not write),
+    Raises the PDS failure (the intent stays unless the PDS surely did not write),
     or 500 ``index_failed`` when the record is on the PDS but could not be indexed (the
-    pending row stays; the reconciler finishes it)."""
-    async with app.db.transaction(f"records.{write.op}_begin") as tx:
-        row = await store.insert_pending_write_tx(
-            tx, op=write.op, community_did=write.community_did, collection=write.collection,
-            rkey=write.rkey, value_json=compact(write.value) if write.value is not None else None,
-            cid=write.cid, author_did=write.author_did, user_did=write.user_did,
-            app_id=write.app_id, now=app.clock.iso_now())
-    write = Write.from_row(row)
+    intent stays; the reconciler finishes it)."""
+    intent = await app.writes.begin(kind=KIND, key=_key(write.community_did, write.collection, write.rkey),
+                                    community_did=write.community_did, operation=write.op,
+                                    rkey=write.rkey, payload=write.payload(), reuse=False)
+    write = Write.from_intent(intent)
     try:
         if write.op == "delete":
             await repo.delete_record(write.collection, write.rkey, swap_record=write.cid)
@@ -161,8 +139,7 @@ async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]
     except Exception as exc:  # noqa: BLE001
         answer = pds_failure(exc)
         if surely_not_written(exc):
-            async with app.db.transaction("records.refused") as tx:
-                await store.delete_pending_write_tx(tx, write.id)  # type: ignore[arg-type]
+            await app.writes.drop(intent)
         else:
             log.warning("%s of %s may or may not have reached the PDS (%r); left for the reconciler",
                         write.op, write.uri, exc)
@@ -185,10 +162,10 @@ async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]
 
 
 async def finish_tx(app: "Application", tx: Transaction, write: Write, written: dict[str, Any]) -> bool:
-    """Step 4: index what the PDS holds, emit the event, delete the pending row. False
-    (nothing done) if the pending row is already gone: whoever removed it settled it."""
-    assert write.id is not None
-    if not await store.delete_pending_write_tx(tx, write.id):
+    """Step 4: index what the PDS holds, emit the event, delete the intent. False
+    (nothing done) if the intent is already gone: whoever removed it settled it."""
+    assert write.intent is not None
+    if not await app.writes.finish_tx(tx, write.intent):
         log.warning("the pending %s of %s was settled elsewhere", write.op, write.uri)
         return False
     did, collection, rkey = write.community_did, write.collection, write.rkey
@@ -224,10 +201,10 @@ async def settle(app: "Application", community_did: str, collection: str, rkey: 
     """Settle the write an earlier attempt left on this record (the caller holds its
     lock): ``("finished" | "dropped", write)``, or None if there was none. Raises the
     PDS failure (502) if the repo cannot be read."""
-    row = await store.get_pending_write(app.db, community_did, collection, rkey)
-    if row is None:
+    intent = await app.writes.get(_key(community_did, collection, rkey))
+    if intent is None:
         return None
-    write = Write.from_row(row)
+    write = Write.from_intent(intent)
     seen = await pds_call(_read(app, write))
     return await _apply(app, write, seen), write
 
@@ -240,7 +217,7 @@ async def _read(app: "Application", write: Write) -> dict[str, Any] | None:
 
 
 async def _apply(app: "Application", write: Write, seen: dict[str, Any] | None) -> str:
-    """Finish the pending write if the repo shows it happened, else drop it."""
+    """Finish the intent if the repo shows it happened, else drop it."""
     if write.op == "delete":
         landed = seen is None
     else:
@@ -252,63 +229,30 @@ async def _apply(app: "Application", write: Write, seen: dict[str, Any] | None) 
                 {"uri": seen["uri"], "cid": seen["cid"]}
             done = await finish_tx(app, tx, write, written)
         else:
-            done = await store.delete_pending_write_tx(tx, write.id)  # type: ignore[arg-type]
+            done = await app.writes.finish_tx(tx, write.intent)  # type: ignore[arg-type]
     outcome = "finished" if landed else "dropped"
     if done:
         log.info("pending %s of %s %s after reading the repo", write.op, write.uri, outcome)
     return outcome
 
 
-async def reconcile(app: "Application", *, any_age: bool = False) -> dict[str, int]:
-    """Settle the pending writes older than ``records.reconcile_after_seconds`` (any age
-    with `any_age`: at start-up no request can own one) that are not waiting out a
-    backoff. A repo that cannot be read postpones the row (backoff doubling from
-    ``reconcile_after_seconds`` up to ``reconcile_max_backoff_seconds``). Returns counts
-    by outcome."""
+async def settle_intent(app: "Application", intent: Intent) -> str:
+    """The kind's settling: read the repo, then finish or drop (raises if it cannot be read)."""
+    write = Write.from_intent(intent)
+    return await _apply(app, write, await _read(app, write))
+
+
+def write_kinds(app: "Application") -> list[WriteKind]:
     cfg = app.config.plugin("records")
-    locks = _locks(app)
-    counts = {"finished": 0, "dropped": 0, "postponed": 0, "busy": 0}
-    now = app.clock.time()
-    created_before = None if any_age else iso(now - cfg.reconcile_after_seconds)
-    after_id = 0
-    while True:
-        rows = await store.due_pending_writes(app.db, created_before=created_before, now=iso(now),
-                                              after_id=after_id, limit=_BATCH)
-        for row in rows:
-            after_id = row["id"]
-            key = _key(row["community_did"], row["collection"], row["rkey"])
-            if locks.busy(key):
-                counts["busy"] += 1
-                continue
-            async with locks.hold(key):
-                fresh = await store.get_pending_write(app.db, row["community_did"], row["collection"],
-                                                      row["rkey"])
-                if fresh is None or fresh["id"] != row["id"]:
-                    continue  # settled while we waited
-                write = Write.from_row(fresh)
-                try:
-                    counts[await _apply(app, write, await _read(app, write))] += 1
-                except Exception as exc:  # noqa: BLE001 (the repo may be down: try later)
-                    delay = min(cfg.reconcile_after_seconds * 2 ** fresh["attempts"],
-                                cfg.reconcile_max_backoff_seconds)
-                    log.warning("cannot settle the pending %s of %s/%s in %s yet (%r); next try in %.0f s",
-                                fresh["op"], fresh["collection"], fresh["rkey"], fresh["community_did"],
-                                exc, delay)
-                    async with app.db.transaction("records.reconcile_postpone") as tx:
-                        await store.postpone_pending_write_tx(
-                            tx, fresh["id"], next_attempt_at=iso(app.clock.time() + delay),
-                            error=repr(exc))
-                    counts["postponed"] += 1
-        if len(rows) < _BATCH:
-            return counts
+    return [WriteKind(KIND, settle_intent, lambda app: cfg.reconcile_after_seconds,
+                      max_backoff=lambda app: cfg.reconcile_max_backoff_seconds,
+                      outcomes=("finished", "dropped"))]
 
 
-def start_reconciler(app: "Application") -> None:
-    """A pass at start-up (any age), then one every ``records.reconcile_after_seconds``."""
-    async def one_pass(first: bool) -> None:
-        counts = await reconcile(app, any_age=first)
-        if counts["finished"] or counts["dropped"] or counts["postponed"]:
-            log.info("record reconciliation: %s", counts)
-
-    app.spawn_periodic("records.reconciler", app.config.plugin("records").reconcile_after_seconds,
-                       one_pass)
+async def reconcile(app: "Application", *, any_age: bool = False) -> dict[str, int]:
+    """Settle the record intents older than ``records.reconcile_after_seconds`` (any age
+    with `any_age`: at start-up no request can own one) that are not waiting out a
+    backoff, now (the core's reconciler does so periodically). A repo that cannot be read
+    postpones the intent (backoff doubling from ``reconcile_after_seconds`` up to
+    ``reconcile_max_backoff_seconds``). Returns counts by outcome."""
+    return await app.writes.reconcile(kinds=[KIND], any_age=any_age)

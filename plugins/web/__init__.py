@@ -9,6 +9,13 @@ from daemon import hookimpl
 
 
 @hookimpl
+def cr_plugin_requires() -> list[str]:
+    # The pages are a thin layer over the communities service (its public modules, see
+    # PUBLIC_MODULES there), and sign-out ends the OAuth grant.
+    return ["communities", "oauth"]
+
+
+@hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     from plugins.web.pages import routes
     return routes()

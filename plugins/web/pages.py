@@ -251,9 +251,9 @@ class SignOutAction(PageHandler):
 
 
 def routes() -> list[tuple]:
-    # "/" is routed by the oauth plugin (plugins/oauth/home.py serves HomePage there).
     from plugins.web import admin
     return [
+        (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
         (r"/discover", DiscoverPage),
         (r"/new", CreatePage),

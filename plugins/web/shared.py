@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from daemon.http import ApiError
-from plugins.communities.access import require_community
+from daemon.access import require_community
 from plugins.web import queries
 from plugins.web.base import PageHandler
 

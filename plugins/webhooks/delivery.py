@@ -30,7 +30,7 @@ import httpcore
 from daemon.clock import iso
 from daemon.events import Event
 from daemon.netguard import Guard, GuardedBackend
-from plugins.communities.access import app_can_see_tx
+from daemon.access import app_can_see_tx
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store

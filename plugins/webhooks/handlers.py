@@ -13,7 +13,7 @@ from daemon.clock import iso
 from daemon.events import EVENT_TYPES
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.netguard import TargetRefused
-from plugins.communities.access import app_can_see_tx
+from daemon.access import app_can_see_tx
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import (dispatcher, previous_secret_context, secret_context)
 from store import webhooks as store

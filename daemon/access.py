@@ -1,0 +1,157 @@
+"""Who may see a community, who may act on it, and what a user is in it: a core service,
+since the communities, records and webhook plugins all need it (plugins never import
+each other). Every answer comes from the local index (SQLite), never the PDS.
+
+Visibility rules:
+
+* ``open`` and ``admin-approved`` communities are visible to every app;
+* a ``private`` community is visible to the app that created it and to the apps its
+  admins allowed (``POST /api/v1/communities/:did/apps/:appId``). Requests without an
+  app (browser sessions on this service's own web app, ``app_id=None``) see it too;
+  their member-level gating is up to the route.
+
+A community whose creation has not finished is invisible (treated as unknown).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from daemon.http import ApiError
+from store import communities as communities_store
+from store import members as members_store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+__all__ = ["MemberStatus", "NOBODY", "status_from_row", "member_status", "member_status_tx",
+           "app_can_see", "app_can_see_tx", "require_community", "checked_status", "NOT_FOUND",
+           "APP_NOT_TRUSTED", "app_manages", "app_manages_tx", "require_manager", "require_manager_tx"]
+
+
+class MemberStatus(NamedTuple):
+    """What a user is in a community (a tuple: one is made per membership/check)."""
+
+    is_member: bool
+    is_admin: bool
+    is_pending: bool
+    is_primary: bool
+
+    def json(self) -> dict[str, bool]:
+        return {"isMember": self.is_member, "isAdmin": self.is_admin, "isPending": self.is_pending}
+
+
+NOBODY = MemberStatus(False, False, False, False)
+
+
+def status_from_row(row: Row | None) -> MemberStatus:
+    if row is None or row["state"] != "active":
+        return NOBODY
+    rank = row["admin_rank"]
+    return MemberStatus(is_member=row["member_id"] is not None, is_admin=rank is not None,
+                        is_pending=bool(row["pending"]), is_primary=rank == 0)
+
+
+async def member_status(app: "Application", community_did: str, user_did: str) -> MemberStatus:
+    """What `user_did` is in the community (all False if the community is unknown)."""
+    return status_from_row(await members_store.status(app.db, community_did, user_did))
+
+
+async def member_status_tx(tx: Transaction, community_did: str, user_did: str) -> MemberStatus:
+    return status_from_row(await members_store.status_tx(tx, community_did, user_did))
+
+
+def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
+    if row["state"] != "active":
+        return False
+    if row["type"] != "private" or app_id is None:
+        return True
+    return row["creator_app_id"] == app_id or allowed
+
+
+async def app_can_see(app: "Application", community_did: str, app_id: str | None) -> bool:
+    """Whether `app_id` (None: no app, i.e. the service's own browser routes) may see the
+    community at all. False for unknown communities."""
+    row = await communities_store.get_community(app.db, community_did)
+    if row is None:
+        return False
+    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
+               and await communities_store.app_allowed(app.db, community_did, app_id))
+    return _visible(row, app_id, allowed)
+
+
+async def app_can_see_tx(tx: Transaction, community_did: str, app_id: str | None) -> bool:
+    """`app_can_see` inside a write transaction."""
+    row = await communities_store.get_community_tx(tx, community_did)
+    if row is None:
+        return False
+    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
+               and await communities_store.app_allowed_tx(tx, community_did, app_id))
+    return _visible(row, app_id, allowed)
+
+
+def NOT_FOUND(did: str) -> ApiError:  # noqa: N802 (reads like a constant at call sites)
+    return ApiError(404, "community_not_found", f"No community {did} here.")
+
+
+async def checked_status(app: "Application", community_did: str, user_did: str,
+                         principal: Any) -> MemberStatus:
+    """`require_community` and `member_status` in one indexed query (membership/check)."""
+    row = await members_store.status_for_app(app.db, community_did, user_did,
+                                             getattr(principal, "app_id", None))
+    if row is None or not _visible(row, getattr(principal, "app_id", None), bool(row["app_allowed"])):
+        raise NOT_FOUND(community_did)
+    return status_from_row(row)
+
+
+async def require_community(app: "Application", did: str, principal: Any) -> Row:
+    """The community's index row, or 404 ``community_not_found`` if it is unknown, deleted,
+    still being created, or private and not visible to the principal's app."""
+    row = await communities_store.get_community(app.db, did)
+    app_id = getattr(principal, "app_id", None)
+    if row is None:
+        raise NOT_FOUND(did)
+    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
+               and await communities_store.app_allowed(app.db, did, app_id))
+    if not _visible(row, app_id, allowed):
+        raise NOT_FOUND(did)
+    return row
+
+
+# ------------------------------------------------------------------ management (trust model)
+#
+# An app names the acting admin (`adminDid`, `currentOwnerDid`) and this service believes it,
+# but only for the apps the community trusts: its creator app, and the apps an admin granted
+# management (`community_apps.manage`). Browser sessions (app_id None) act as themselves.
+
+
+def APP_NOT_TRUSTED(did: str, app_id: str) -> ApiError:  # noqa: N802
+    return ApiError(403, "app_not_trusted",
+                    f"App {app_id} may not act for the admins of {did}: only the app that created the "
+                    "community and apps an admin granted management may. An admin can grant it on "
+                    "this service (POST /communities/:did/apps/:appId with {\"manage\": true}).")
+
+
+async def app_manages(app: "Application", row: Row, app_id: str | None) -> bool:
+    """Whether `app_id` may act for the community's admins (None: a browser session: yes)."""
+    if app_id is None or row["creator_app_id"] == app_id:
+        return True
+    return await communities_store.app_manages(app.db, row["did"], app_id)
+
+
+async def app_manages_tx(tx: Transaction, row: Row, app_id: str | None) -> bool:
+    if app_id is None or row["creator_app_id"] == app_id:
+        return True
+    return await communities_store.app_manages_tx(tx, row["did"], app_id)
+
+
+async def require_manager(app: "Application", row: Row, app_id: str | None) -> None:
+    """403 `app_not_trusted` unless `app_id` may act for the community's admins."""
+    if not await app_manages(app, row, app_id):
+        raise APP_NOT_TRUSTED(row["did"], app_id or "-")
+
+
+async def require_manager_tx(tx: Transaction, row: Row, app_id: str | None) -> None:
+    if not await app_manages_tx(tx, row, app_id):
+        raise APP_NOT_TRUSTED(row["did"], app_id or "-")

@@ -1,0 +1,300 @@
+"""One write path for everything the service writes to a repo on a PDS (``app.writes``).
+
+Every command that writes to a repo reads as one straight line:
+
+1. **check** the state from the local index (refusals change nothing);
+2. **intent**: one transaction records a row in ``write_intents`` holding the record key
+   chosen up front (a retry of the same subject reuses the row, so it writes the same
+   record: ``putRecord`` at a known key and ``deleteRecord`` are idempotent);
+3. the **PDS write(s)**, through :func:`pds` (one error policy) while holding the subject's
+   lock (:meth:`Writes.lock`, one registry); a failed multi-record write takes back what it
+   wrote (:func:`roll_back`);
+4. **one local transaction**: re-check, change the index, delete the intent
+   (:meth:`Writes.finish_tx`), emit the event and write the audit entry.
+
+An intent no request finished (a crash, a failed local transaction) is settled by **one
+reconciler** (:meth:`Writes.reconcile`, at start-up for any age, then periodically). What
+settling means is the plugin's: each plugin registers a :class:`WriteKind` per kind of
+write through the hook ``cr_write_kinds``, saying how to finish or undo it, how old an
+intent must be before it is settled, and which other locks settling needs. A kind whose
+``settle`` raises is tried again after a backoff doubling from its ``settle_after`` up to
+its ``max_backoff`` (kept in the row, so it survives a restart; the start-up pass ignores
+it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+
+from daemon.clock import iso
+from daemon.http import ApiError
+from daemon.locks import KeyedLocks
+from store import intents as store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.writes")
+
+_BATCH = 100
+
+
+# ------------------------------------------------------------------ the PDS-error policy
+
+
+def pds_failure(exc: BaseException, *, refusal_is_callers: bool = False) -> ApiError:
+    """The answer for a failed PDS step. An `ApiError` (a `PdsError` included) stands;
+    anything else (a bug in a lower layer, a network error that escaped) is a 502, so no
+    PDS failure ever reads as success. With `refusal_is_callers` (the record came from the
+    caller: community records) a record the PDS refuses as invalid is the caller's 400
+    ``record_rejected``."""
+    from daemon.atproto.pds import PdsError
+    if isinstance(exc, PdsError):
+        if refusal_is_callers and exc.status == 502 and exc.pds_status == 400:
+            return ApiError(400, "record_rejected", f"The PDS refused the record: {exc.message}")
+        return exc
+    if isinstance(exc, ApiError):
+        return exc
+    log.warning("PDS call failed: %r", exc)
+    return ApiError(502, "pds_error", f"The community's PDS failed: {exc}")
+
+
+async def pds(step: Awaitable[Any], *, refusal_is_callers: bool = False) -> Any:
+    """Await a PDS call, turning any failure into its answer (:func:`pds_failure`)."""
+    try:
+        return await step
+    except Exception as exc:  # noqa: BLE001
+        raise pds_failure(exc, refusal_is_callers=refusal_is_callers) from None
+
+
+def surely_not_written(exc: BaseException) -> bool:
+    """True if the PDS write certainly did not happen: the PDS refused it (a 4xx other
+    than 429) or it was refused before anything was sent. A timeout or a 5xx may come
+    after the write, so those are not."""
+    from daemon.atproto.pds import PdsError
+    if isinstance(exc, PdsError):
+        return not exc.transient
+    return isinstance(exc, ApiError)
+
+
+async def roll_back(repo: Any, written: Sequence[tuple[str, str]]) -> bool:
+    """Delete what a failed command wrote (collection, rkey), newest first, best effort:
+    a retry finishes the command, or the reconciler repairs what is left. True if every
+    record was deleted."""
+    undone = True
+    for collection, rkey in reversed(written):
+        try:
+            await repo.delete_record(collection, rkey)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not roll back %s/%s on %s: %r", collection, rkey, repo.did, exc)
+            undone = False
+    return undone
+
+
+# ------------------------------------------------------------------ intents and kinds
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A write in progress, as recorded in ``write_intents``."""
+
+    id: int
+    kind: str
+    key: str
+    community_did: str | None
+    operation: str
+    rkey: str | None
+    payload: dict[str, Any]
+    created_at: str
+    tries: int
+    attempts: int
+
+    @classmethod
+    def from_row(cls, row: Row) -> "Intent":
+        return cls(row["id"], row["kind"], row["key"], row["community_did"], row["operation"],
+                   row["rkey"], json.loads(row["payload"] or "{}"), row["created_at"], row["tries"],
+                   row["attempts"])
+
+
+def _no_locks(intent: Intent) -> Sequence[str]:
+    return ()
+
+
+@dataclass(frozen=True)
+class WriteKind:
+    """How a plugin's kind of write is settled when no request finished it.
+
+    :param name: the kind, ``<plugin>.<what>`` (stored in ``write_intents.kind``).
+    :param settle: ``settle(app, intent)``: make the repo and the index agree (finish the
+        write or undo it) and, in the same local transaction, delete the intent with
+        ``app.writes.finish_tx(tx, intent, settling=True)``. Returns the outcome counted
+        by the reconciler (one of `outcomes`), or None if the intent was gone (a request
+        took it over). Raising (the PDS is down) postpones it with a backoff.
+    :param settle_after: seconds an intent must be old before the periodic pass settles it
+        (a request may still be working on it); usually a config value.
+    :param max_backoff: the longest wait between failed settlement attempts, in seconds.
+    :param locks: other lock keys to hold while settling (e.g. the community's lock, for a
+        write that rewrites a record shared by several commands).
+    :param outcomes: the outcomes `settle` may return (counted as 0 when none happened).
+    """
+
+    name: str
+    settle: Callable[["Application", Intent], Awaitable[str | None]]
+    settle_after: Callable[["Application"], float]
+    max_backoff: Callable[["Application"], float] = lambda app: 3600.0
+    locks: Callable[[Intent], Sequence[str]] = _no_locks
+    outcomes: tuple[str, ...] = ("settled",)
+
+
+@dataclass
+class Writes:
+    """The application's write path: intents, locks and the reconciler (``app.writes``)."""
+
+    app: "Application"
+    locks: KeyedLocks = field(default_factory=KeyedLocks)
+    _kinds: dict[str, WriteKind] | None = None
+
+    # ---------------------------------------------------------------- kinds
+
+    @property
+    def kinds(self) -> dict[str, WriteKind]:
+        """Every registered kind, by name (collected once from ``cr_write_kinds``)."""
+        if self._kinds is None:
+            kinds: dict[str, WriteKind] = {}
+            for contributed in self.app.pm.hook.cr_write_kinds(app=self.app):
+                for kind in contributed or ():
+                    if kind.name in kinds:
+                        raise ValueError(f"two plugins register the write kind {kind.name!r}")
+                    kinds[kind.name] = kind
+            self._kinds = kinds
+        return self._kinds
+
+    # ---------------------------------------------------------------- locks
+
+    def lock(self, key: str) -> Any:
+        """The lock a command holds on its subject from its intent to its commit (the
+        reconciler skips intents whose locks are held)."""
+        return self.locks.hold(key)
+
+    def busy(self, key: str) -> bool:
+        return self.locks.busy(key)
+
+    # ---------------------------------------------------------------- the user's own repo
+
+    async def user_repo(self, principal: Any) -> Any:
+        """The signed-in user's repository, written with their grant (hook ``cr_user_repo``);
+        403 ``oauth_grant_missing`` if no plugin can write there."""
+        opened = self.app.pm.hook.cr_user_repo(app=self.app, principal=principal)
+        if opened is None:
+            raise ApiError(403, "oauth_grant_missing",
+                           "This service cannot write to the user's repository (no OAuth plugin).")
+        return await opened
+
+    # ---------------------------------------------------------------- intents
+
+    async def begin_tx(self, tx: Transaction, *, kind: str, key: str, operation: str,
+                       rkey: str | None, payload: dict[str, Any] | None = None,
+                       community_did: str | None = None, reuse: bool = True) -> Intent:
+        """Step 2 inside the caller's transaction: the intent `key` (with `reuse`, the one an
+        earlier attempt left, so the same record key is written again)."""
+        if kind not in self.kinds:
+            raise ValueError(f"no plugin registers the write kind {kind!r}")
+        row = await store.begin_tx(tx, kind=kind, key=key, community_did=community_did,
+                                   operation=operation, rkey=rkey, payload=payload or {},
+                                   now=self.app.clock.iso_now(), reuse=reuse)
+        return Intent.from_row(row)
+
+    async def begin(self, *, kind: str, key: str, operation: str, rkey: str | None,
+                    payload: dict[str, Any] | None = None, community_did: str | None = None,
+                    reuse: bool = True) -> Intent:
+        """Step 2 in a transaction of its own."""
+        async with self.app.db.transaction(f"{kind}.begin") as tx:
+            return await self.begin_tx(tx, kind=kind, key=key, operation=operation, rkey=rkey,
+                                       payload=payload, community_did=community_did, reuse=reuse)
+
+    async def finish_tx(self, tx: Transaction, intent: Intent, *, settling: bool = False) -> bool:
+        """Delete the intent in the transaction that records the result. False if it was
+        already gone (or, when `settling`, picked up again by a request meanwhile)."""
+        return await store.delete_tx(tx, intent.id, intent.tries if settling else None)
+
+    async def drop(self, intent: Intent) -> bool:
+        """Delete the intent in a transaction of its own (the write surely did not happen)."""
+        async with self.app.db.transaction(f"{intent.kind}.drop") as tx:
+            return await self.finish_tx(tx, intent)
+
+    async def get(self, key: str) -> Intent | None:
+        row = await store.get(self.app.db, key)
+        return Intent.from_row(row) if row is not None else None
+
+    # ---------------------------------------------------------------- the reconciler
+
+    async def reconcile(self, *, kinds: Sequence[str] | None = None, any_age: bool = False) -> dict[str, int]:
+        """Settle the intents (of `kinds`; default all) older than their kind's
+        ``settle_after`` and not waiting out a backoff; with `any_age` (the start-up pass:
+        no request can own one yet) every intent. Returns counts by outcome, plus
+        ``postponed`` (settling failed) and ``busy`` (a request holds a lock)."""
+        selected = [self.kinds[name] for name in (kinds if kinds is not None else sorted(self.kinds))]
+        counts = {outcome: 0 for kind in selected for outcome in kind.outcomes}
+        counts.update(postponed=0, busy=0)
+        for kind in selected:
+            await self._reconcile_kind(kind, any_age, counts)
+        return counts
+
+    async def _reconcile_kind(self, kind: WriteKind, any_age: bool, counts: dict[str, int]) -> None:
+        now = self.app.clock.time()
+        created_before = None if any_age else iso(now - kind.settle_after(self.app))
+        after_id = 0
+        while True:
+            rows = await store.due(self.app.db, kind=kind.name, created_before=created_before,
+                                   now=None if any_age else iso(now), after_id=after_id, limit=_BATCH)
+            for row in rows:
+                after_id = row["id"]
+                intent = Intent.from_row(row)
+                keys = [*kind.locks(intent), intent.key]
+                if any(self.busy(k) for k in keys):
+                    counts["busy"] += 1
+                    continue
+                async with AsyncExitStack() as held:
+                    for k in keys:
+                        await held.enter_async_context(self.lock(k))
+                    outcome = await self._settle_one(kind, intent)
+                if outcome is not None:
+                    counts[outcome] = counts.get(outcome, 0) + 1
+            if len(rows) < _BATCH:
+                return
+
+    async def _settle_one(self, kind: WriteKind, seen: Intent) -> str | None:
+        fresh = await self.get(seen.key)
+        if fresh is None or fresh.id != seen.id or fresh.tries != seen.tries:
+            return None  # finished or retried while we waited
+        try:
+            return await kind.settle(self.app, fresh)
+        except Exception as exc:  # noqa: BLE001 (the PDS may be down: try later)
+            after = kind.settle_after(self.app)
+            delay = min(after * 2 ** fresh.attempts, max(after, kind.max_backoff(self.app)))
+            log.warning("cannot settle the unfinished %s (%s) yet (%r); next try in %.0f s",
+                        fresh.operation, fresh.key, exc, delay)
+            async with self.app.db.transaction("writes.postpone") as tx:
+                await store.postpone_tx(tx, fresh.id, next_attempt_at=iso(self.app.clock.time() + delay),
+                                        error=repr(exc))
+            return "postponed"
+
+    def start(self) -> None:
+        """The one reconciler loop: a pass at start-up (any age), then one every
+        ``settle_after`` of the most impatient kind."""
+        if not self.kinds:
+            return
+        interval = min(kind.settle_after(self.app) for kind in self.kinds.values())
+
+        async def one_pass(first: bool) -> None:
+            counts = await self.reconcile(any_age=first)
+            if any(n for name, n in counts.items() if name != "busy"):
+                log.info("write reconciliation: %s", counts)
+
+        self.app.spawn_periodic("writes.reconciler", interval, one_pass)
+

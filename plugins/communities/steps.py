@@ -1,0 +1,143 @@
+"""The steps every community command is built from (membership.py, admins.py,
+lifecycle.py, and the reconciler's kinds in reconcile.py).
+
+Every command follows the core's one write path (daemon/atproto/writes.py): check →
+intent (``app.writes``) → PDS write(s) → one local transaction (index, event, audit).
+Commands that rewrite a record several commands share (``admins``, ``profile``) or
+remove a member hold the community's lock, so two of them never compute from the same
+old state; the reconciler holds it too while it settles a community's intent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from daemon.access import NOT_FOUND, MemberStatus
+from daemon.atproto.writes import pds
+from daemon.http import ApiError
+from store import audit as audit_store
+from store import communities as communities_store
+from store import members as members_store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+log = logging.getLogger("commonroom.communities")
+
+# The kinds of write this plugin registers (reconcile.py says how each is settled).
+PROOF = "communities.proof"            # join, approve: a membership proof put
+REMOVE = "communities.remove"          # leave, remove: a proof deleted (and the admins record)
+ADMINS = "communities.admins"          # promote, demote, transfer: the admins record put
+PROFILE = "communities.profile"        # profile and image changes: the profile record put
+MEMBERSHIP = "communities.membership"  # browser join, leave: the user's own membership record
+CREATE = "communities.create"          # create: profile, admins and the creator's proof put
+DELETE = "communities.delete"          # delete: the profile and admins records deleted
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: the user (asserted by an app, or the session user) and the app, if any."""
+
+    did: str
+    app_id: str | None = None
+    #: The user is proven: a browser session, or a verified proof from the app (daemon/proofs.py).
+    proven: bool = False
+
+
+def community_lock_key(did: str) -> str:
+    return f"community:{did}"
+
+
+def community_lock(app: "Application", did: str) -> Any:
+    """The lock held by every command that rewrites a community's shared records."""
+    return app.writes.lock(community_lock_key(did))
+
+
+async def audit_tx(app: "Application", tx: Transaction, community_did: str, action: str, actor: Actor | None,
+                   target_did: str | None = None, reason: str | None = None,
+                   metadata: dict[str, Any] | None = None) -> None:
+    if actor is not None:
+        metadata = {**(metadata or {}), "actorProven": actor.proven}
+    await audit_store.insert_entry_tx(
+        tx, community_did=community_did, action=action, actor_did=actor.did if actor else None,
+        target_did=target_did, reason=reason, metadata=metadata,
+        app_id=actor.app_id if actor else None, now=app.clock.iso_now())
+
+
+async def community_repo_for(app: "Application", did: str) -> Any:
+    """The community account's repo client (502 rather than any other error)."""
+    from daemon.atproto.accounts import community_repo
+    return await pds(community_repo(app, did))
+
+
+async def fetch_profile(app: "Application", did: str) -> tuple[str | None, str | None, str | None] | None:
+    """(handle, displayName, avatar URL) of a user, best effort and time-bounded."""
+    from daemon.atproto.identity import resolve_identity
+    from daemon.atproto.pds import read_user_profile
+
+    timeout = app.config.plugin("communities").profile_fetch_timeout_seconds
+
+    async def both() -> tuple[str | None, str | None, str | None]:
+        info = await resolve_identity(app, did)
+        profile = None
+        try:
+            profile = await read_user_profile(app, did)
+        except Exception as exc:  # noqa: BLE001
+            log.info("no profile for %s: %s", did, exc)
+        profile = profile or {}
+        return info.handle, profile.get("displayName"), profile.get("avatar")
+
+    try:
+        return await asyncio.wait_for(both(), timeout)
+    except Exception as exc:  # noqa: BLE001 (best effort: the member list shows the DID)
+        log.info("could not fetch the profile of %s: %r", did, exc)
+        return None
+
+
+def let_finish(task: "asyncio.Future[Any]") -> None:
+    """Leave an unneeded profile fetch to finish on its own (it is time-bounded) rather than
+    cancel it: a cancel landing while it caches an identity in a transaction could leave the
+    writer connection inside that transaction (see the report on store/db.py)."""
+    if not task.done():
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+async def store_profile_tx(app: "Application", tx: Transaction, did: str,
+                           profile: tuple[str | None, str | None, str | None] | None) -> None:
+    if profile is not None:
+        await members_store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
+
+
+async def require_person(app: "Application", did: str, field: str) -> None:
+    """`did` names a real person before it is written to the PDS or the index: a strict
+    did:plc / did:web whose document resolves (cached; 400 ``invalid_request`` /
+    ``unsupported_did`` / ``unknown_did``, 502 if the directory cannot be reached)."""
+    from daemon.atproto.identity import require_known_did
+    await require_known_did(app, did, field)
+
+
+def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = False) -> None:
+    if primary and not status.is_primary:
+        raise ApiError(403, "not_primary_admin", "Only the primary admin may do this.")
+    if admin and not status.is_admin:
+        raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
+
+
+async def active_tx(tx: Transaction, did: str) -> Row:
+    row = await communities_store.get_community_tx(tx, did)
+    if row is None or row["state"] != "active":
+        raise NOT_FOUND(did)
+    return row
+
+
+async def admins_list(tx_or_db: Any, community_did: str) -> list[tuple[str, str]]:
+    """The admins as (did, addedAt), primary first."""
+    if isinstance(tx_or_db, Transaction):
+        rows = await members_store.admins_tx(tx_or_db, community_did)
+    else:
+        rows = await members_store.admins(tx_or_db, community_did)
+    return [(r["member_did"], r["admin_since"]) for r in rows]
