@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 from typing import Any
 
 import pytest
@@ -63,6 +62,19 @@ def config_overrides() -> dict[str, Any]:
 
 
 @pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits between attempts the client asks for (recorded, not waited)."""
+    from daemon.atproto import pds
+    asked: list[float] = []
+
+    async def pause(delay: float) -> None:
+        asked.append(delay)
+
+    monkeypatch.setattr(pds, "_pause", pause)
+    return asked
+
+
+@pytest.fixture
 def fake_pds(io_loop: Any) -> Any:
     script = Script()
     sock, port = bind_unused_port()
@@ -102,37 +114,33 @@ async def test_a_4xx_is_never_retried(app: Any, fake_pds: Script) -> None:
     assert err.value.message == "bad rkey"
 
 
-async def test_429_waits_for_retry_after_but_no_longer_than_the_cap(app: Any, fake_pds: Script) -> None:
+async def test_429_waits_for_retry_after_but_no_longer_than_the_cap(app: Any, fake_pds: Script,
+                                                                   pauses: list[float]) -> None:
     fake_pds.answers["/xrpc/x.y.z"] = [(429, {"Retry-After": "30"}, {"error": "RateLimitExceeded"}),
                                        (200, {}, {"ok": 1})]
-    started = time.monotonic()
     assert await xrpc(app, "GET", fake_pds.url, "x.y.z") == {"ok": 1}
-    waited = time.monotonic() - started
-    assert 0.35 <= waited < 2.0  # capped at retry_after_max_seconds=0.4, not 30 s
+    assert pauses == [0.4]  # capped at retry_after_max_seconds=0.4, not 30 s
 
 
-async def test_429_retry_after_shorter_than_the_cap_is_honoured(app: Any, fake_pds: Script) -> None:
+async def test_429_retry_after_shorter_than_the_cap_is_honoured(app: Any, fake_pds: Script,
+                                                                pauses: list[float]) -> None:
     fake_pds.answers["/xrpc/x.y.z"] = [(429, {"Retry-After": "0"}, {"error": "RateLimitExceeded"}),
                                        (429, {"Retry-After": "0"}, {"error": "RateLimitExceeded"}),
                                        (429, {"Retry-After": "0"}, {"error": "RateLimitExceeded",
                                                                     "message": "slow down"})]
-    started = time.monotonic()
     with pytest.raises(PdsError) as err:
         await xrpc(app, "GET", fake_pds.url, "x.y.z")
-    assert time.monotonic() - started < 0.3
+    assert pauses == [0, 0]  # the server's word, not the backoff
     assert fake_pds.hits("x.y.z") == 3 and err.value.message == "slow down"
 
 
 async def test_a_silent_server_times_out_into_a_502_in_bounded_time(app: Any, fake_pds: Script) -> None:
     fake_pds.answers["/xrpc/x.y.z"] = [(200, {}, {"ok": True})]
     fake_pds.delay = 5.0
-    started = time.monotonic()
     with pytest.raises(PdsError) as err:
         await xrpc(app, "GET", fake_pds.url, "x.y.z")
-    elapsed = time.monotonic() - started
-    assert fake_pds.hits("x.y.z") == 3
-    assert 1.5 <= elapsed < 3.0  # 3 x 0.5 s timeout + tiny backoff
-    assert err.value.status == 502 and "did not answer" in err.value.message
+    assert fake_pds.hits("x.y.z") == 3  # each attempt timed out (0.5 s), then gave up
+    assert err.value.status == 502 and "did not answer" in err.value.message and "timed out" in err.value.message
     assert err.value.pds_status is None
 
 
@@ -141,10 +149,8 @@ async def test_a_closed_port_is_a_502_after_bounded_retries(app: Any) -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    started = time.monotonic()
     with pytest.raises(PdsError) as err:
         await xrpc(app, "GET", f"http://127.0.0.1:{port}", "x.y.z")
-    assert time.monotonic() - started < 1.0
     assert err.value.status == 502 and "3 attempt(s)" in err.value.message
 
 

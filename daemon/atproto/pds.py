@@ -123,6 +123,10 @@ def _error_from_response(resp: Any, nsid: str) -> PdsError:
     return PdsError(message, pds_status=resp.status_code, pds_error=name, nsid=nsid)
 
 
+# The wait between attempts; tests replace it to see the delays asked for without waiting.
+_pause = asyncio.sleep
+
+
 def _outcome(status: int) -> str:
     return "ok" if status < 400 else "client_error" if status < 500 else "server_error"
 
@@ -192,7 +196,7 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
             delay = _backoff(cfg.retry_backoff_seconds, attempt)
             log.warning("%s %s: %s; retry %d/%d in %.2f s", method, url, reason, attempt + 1,
                         attempts - 1, delay)
-            await asyncio.sleep(delay)
+            await _pause(delay)
             continue
         if last_try or not (resp.status_code >= 500 or resp.status_code == 429):
             return resp
@@ -201,7 +205,7 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
             delay = _backoff(cfg.retry_backoff_seconds, attempt)
         log.warning("%s %s: %d; retry %d/%d in %.2f s", method, url, resp.status_code,
                     attempt + 1, attempts - 1, delay)
-        await asyncio.sleep(delay)
+        await _pause(delay)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
