@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import tornado.httputil
 import tornado.web
 
+from daemon.openapi import STRING, arr, obj, operation
+
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
@@ -589,6 +591,9 @@ class NotFoundHandler(BaseHandler):
 
 
 class HealthHandler(BaseHandler):
+    @operation("Liveness and readiness: the database answers", responses={200: obj(
+        {"status": {"type": "string", "enum": ["ok"]}, "version": STRING, "plugins": arr(STRING)},
+        ["status", "version", "plugins"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
         from daemon.plugins import plugin_names

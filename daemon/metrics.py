@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from daemon.http import ApiError, BaseHandler
+from daemon.openapi import Response, header, operation
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -159,6 +160,11 @@ class MetricsHandler(BaseHandler):
     """``GET /metrics``: closed unless `metrics.allow_from` holds the client's address or
     the request carries `metrics.bearer_token` (``Authorization: Bearer <token>``)."""
 
+    @operation("Prometheus metrics (for allowed addresses or with the bearer token)",
+               responses={200: Response("Metrics in the Prometheus text format",
+                                        {"text/plain": {"type": "string"}})},
+               params=[header("Authorization", description="Bearer <metrics.bearer_token>")],
+               errors={404: "Metrics are disabled, or the caller is not allowed"})
     async def get(self) -> None:
         cfg = self.app.config.metrics
         if not cfg.enabled or not self._allowed(cfg):
