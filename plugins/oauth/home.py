@@ -40,6 +40,8 @@ document.getElementById("logout").addEventListener("submit", async (e) => {{
 class HomeHandler(BaseHandler):
     """GET / and GET /login."""
 
+    serves_html = True
+
     async def get(self) -> None:
         body = _LOGIN
         sid = self.get_cookie(SID_COOKIE)
