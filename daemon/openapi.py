@@ -143,6 +143,12 @@ def redirect(description: str) -> Response:
 
 
 NO_CONTENT = Response("Done; no body")
+ERROR_REF: dict[str, Any] = {"$ref": "#/components/schemas/Error"}
+
+
+def error_or_page(description: str) -> Response:
+    """An error answered as JSON, or as an HTML page to a browser's form post."""
+    return Response(description, {JSON: ERROR_REF, "text/html": {"type": "string"}})
 
 
 @dataclass(frozen=True)
@@ -339,7 +345,7 @@ def build_operation(path: str, path_params: list[dict[str, Any]], handler: type,
         if str(status) in responses:
             continue
         responses[str(status)] = {"description": text or ERROR_TEXT.get(status, "Error"),
-                                  "content": _media({"$ref": "#/components/schemas/Error"})}
+                                  "content": _media(ERROR_REF)}
     out: dict[str, Any] = {
         "operationId": (op.operation_id or _operation_id(handler, method)) + variant,
         "summary": op.summary,

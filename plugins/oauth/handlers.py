@@ -15,7 +15,8 @@ import httpx
 from daemon.atproto.identity import resolve_did
 from daemon.atproto.pds import read_user_profile
 from daemon.http import ApiError, BaseHandler
-from daemon.openapi import BOOLEAN, STRING, STRING_OR_NULL, Response, arr, html, obj, operation, query, redirect
+from daemon.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
+                            redirect)
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
@@ -160,7 +161,7 @@ class JwksHandler(BaseHandler):
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
 
-    @operation("The login page", responses={200: html("The login form")})
+    @operation("The login page", responses={200: Response("The login form", {"text/html": {"type": "string"}})})
     async def get(self) -> None:
         await HomeHandler.get(self)  # type: ignore[arg-type]
 
@@ -195,8 +196,12 @@ class LoginHandler(BrowserFacing):
                          "returnTo": {"type": "string", "description": "a path on this service"}}, ["input"]),
                body_types=("application/json", "application/x-www-form-urlencoded"),
                responses={200: obj({"redirectUrl": STRING}, ["redirectUrl"]),
-                          302: redirect("To the authorization server (form posts)")},
-               errors={400: "invalid_request, unknown handle or DID", 502: "authorization_server_refused"})
+                          302: redirect("To the authorization server (form posts)"),
+                          **{status: error_or_page(text) for status, text in (
+                              (400, "invalid_request, or a handle or DID that cannot be resolved"),
+                              (413, "The body is larger than the limit"), (415, "Neither JSON nor a form"),
+                              (429, "Too many login attempts from this address"),
+                              (500, "A bug"), (502, "authorization_server_refused"))}})
     async def post(self) -> None:
         text, return_to = self.login_fields()
         oauth = oauth_state(self.app)
