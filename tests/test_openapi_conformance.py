@@ -59,9 +59,13 @@ class World:
     own_app_id: str                 # an app of the session's user (for /api/v1/apps/...)
 
 
-def _order(op: Any) -> tuple[int, int, str]:
-    """Operations that end what others need (deletes, logout) run last."""
-    return (op.path == "/logout", op.method.upper() == "DELETE", op.path)
+_UNDOING = ("/leave", "/reject", "/demote", "/transfer")
+
+
+def _order(op: Any) -> tuple[int, int, int, str]:
+    """Operations that undo what others need (leaving, demoting, deleting, logging out)
+    run last."""
+    return (op.path == "/logout", op.method.upper() == "DELETE", op.path.endswith(_UNDOING), op.path)
 
 
 def _credentials(world: World, security: list[dict[str, list[str]]]) -> tuple[dict[str, str], dict[str, str]]:
@@ -90,18 +94,24 @@ def test_every_response_conforms_to_the_document(io_loop: Any, app: Any, client:
         api = await Api.make(app, client)
         alice, bob = people("alice"), people("bob")
         community = await api.create(alice, "Conformance club")
-        assert (await api.join(community["did"], bob["did"])).status == 201
         hook = await client.post("/api/v1/webhooks", api_key=api.key, json={
             "url": "http://127.0.0.1:1/hook", "events": ["member.joined"], "communityDid": community["did"]})
         assert hook.status == 201, hook.text
+        webhook_id = hook.json()["webhookId"]
+        assert (await api.join(community["did"], bob["did"])).status == 201  # a delivery to redeliver
+        deliveries = (await client.get(f"/api/v1/webhooks/{webhook_id}/deliveries", api_key=api.key)).json()
+        record = await api.post(api.path(community["did"], "/records"), {
+            "userDid": bob["did"], "collection": "com.example.conformance", "rkey": "3jzfcijpj2z2a",
+            "record": {"$type": "com.example.conformance", "text": "hello"}})
+        assert record.status == 201, record.text
         session = await login_as(app, alice["did"], alice["handle"])
         own = await register_app(client, session, domain="conformance.example.com")
         values = {"did": community["did"], "memberDid": bob["did"], "appId": api.app_id,
-                  "webhookId": hook.json()["webhookId"], "deliveryId": "1",
+                  "webhookId": webhook_id, "deliveryId": str(deliveries["deliveries"][0]["deliveryId"]),
                   "collection": "com.example.conformance", "rkey": "3jzfcijpj2z2a"}
         people_by_field = {"userDid": bob["did"], "memberDid": bob["did"], "newOwnerDid": bob["did"],
                            "adminDid": alice["did"], "creatorDid": alice["did"], "currentOwnerDid": alice["did"],
-                           "communityDid": community["did"]}
+                           "authorDid": bob["did"], "communityDid": community["did"]}
         return World(api.key, session, values, people_by_field, own["appId"])
 
     world = io_loop.run_sync(setup, timeout=120)
