@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tornado.web
 
+from daemon.routing import pattern_groups, pattern_literal
+
 METHODS = ("get", "post", "put", "patch", "delete")
 STATE_CHANGING = frozenset({"post", "put", "patch", "delete"})
 JSON = "application/json"
@@ -217,30 +219,6 @@ def undocumented(routes: Sequence[tuple]) -> list[str]:
             for m in implemented_methods(handler) if declared(handler, m) is None]
 
 
-def _groups(pattern: str) -> list[tuple[int, int]]:
-    """(start, end) of each top-level capturing group of a route pattern."""
-    out, depth, start, i = [], 0, 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "(":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                out.append((start, i + 1))
-        i += 1
-    return out
-
-
-def _literal(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text.lstrip("^").rstrip("$"))
-
-
 def _camel(name: str) -> str:
     name = name.removeprefix("raw_")
     head, *rest = name.split("_")
@@ -259,14 +237,14 @@ def path_templates(pattern: str, handler: type, method: str) -> list[tuple[str, 
     arguments. A group of alternatives (``(approve|reject)``) becomes one path per
     alternative: ``/members/{memberDid}`` and ``/members/{decision}`` would be the same
     template to OpenAPI."""
-    spans = _groups(pattern)
+    spans = pattern_groups(pattern)
     names = [p for p in inspect.signature(getattr(handler, method)).parameters if p != "self"]
     names = [_camel(n) for n in names[:len(spans)]]
     names += [f"param{i}" for i in range(len(names), len(spans))]
     variants: list[tuple[str, list[dict[str, Any]]]] = [("", [])]
     pos = 0
     for (start, end), name in zip(spans, names):
-        literal, group = _literal(pattern[pos:start]), pattern[start:end]
+        literal, group = pattern_literal(pattern[pos:start]), pattern[start:end]
         alternatives = _alternatives(group)
         if alternatives:
             variants = [(path + literal + alt, params) for path, params in variants for alt in alternatives]
@@ -274,7 +252,7 @@ def path_templates(pattern: str, handler: type, method: str) -> list[tuple[str, 
             param = {"name": name, "in": "path", "required": True, "schema": _group_schema(group)}
             variants = [(path + literal + "{" + name + "}", [*params, param]) for path, params in variants]
         pos = end
-    return [(path + _literal(pattern[pos:]), params) for path, params in variants]
+    return [(path + pattern_literal(pattern[pos:]), params) for path, params in variants]
 
 
 def _alternatives(group: str) -> list[str]:
