@@ -261,7 +261,9 @@ class RequestLogic:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
     * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
-    * ``max_body``: None for the configured limit, or a byte count (uploads).
+    * ``max_body``: None for the configured limit, or a byte count (uploads);
+    * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
+      (every other route declares its methods with `daemon.openapi.operation`).
 
     The serving class provides ``application``, ``request``, ``put_header``,
     ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
@@ -272,6 +274,7 @@ class RequestLogic:
     auth: str | None = None
     rate_limit: str | None = None
     max_body: int | None = None
+    serves_html: bool = False
 
     principal: Principal | None = None
 
