@@ -177,18 +177,18 @@ def operation(summary: str, *, responses: dict[int, Any], description: str = "",
     `responses` maps success statuses to a JSON schema (or a `Response` for anything else);
     `errors` names error statuses beyond the standard ones (a dict may describe them);
     `paged` adds the `limit` and `cursor` query parameters."""
-    declared = Operation(summary, dict(responses), description, tuple(params), body, body_required,
-                         tuple(body_types),
-                         dict(errors) if isinstance(errors, dict) else {s: "" for s in errors},
-                         paged, operation_id)
+    op = Operation(summary, dict(responses), description, tuple(params), body, body_required,
+                   tuple(body_types), dict(errors) if isinstance(errors, dict) else {s: "" for s in errors},
+                   paged, operation_id)
 
     def mark(method: Any) -> Any:
-        method.__openapi__ = declared
+        method.__openapi__ = op
         return method
     return mark
 
 
 def declared(handler: type, method: str) -> Operation | None:
+    """The declaration of `handler`'s `method`, if it has one."""
     return getattr(getattr(handler, method, None), "__openapi__", None)
 
 

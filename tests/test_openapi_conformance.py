@@ -5,7 +5,8 @@ its media type, its body schema).
 Every operation gets ``OPENAPI_EXAMPLES`` generated requests (default 6) in each of
 schemathesis's modes (valid data, and data the schema rules out), half of them aimed at
 the real community, member, app and webhook set up here, so that requests reach the code
-behind the lookups. Generation is derandomized, so CI sends the same requests each time.
+behind the lookups. Generation is derandomized, so CI sends the same requests each time
+(``OPENAPI_SEED`` explores others).
 A total budget (``OPENAPI_BUDGET_SECONDS``, default 240) bounds the run: once it is spent,
 the remaining operations get one request per mode.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
@@ -39,6 +40,7 @@ _, extra_plugins = devnet_module_fixtures()
 
 EXAMPLES = int(os.environ.get("OPENAPI_EXAMPLES", "6"))
 BUDGET = float(os.environ.get("OPENAPI_BUDGET_SECONDS", "240"))
+SEED = os.environ.get("OPENAPI_SEED")  # set to explore other requests than CI's
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
@@ -156,8 +158,10 @@ def test_every_response_conforms_to_the_document(io_loop: Any, app: Any, client:
             if fixed:
                 strategies.append(op.as_strategy(generation_mode=mode, path_parameters=fixed))
             run = given(case=st.one_of(*strategies), real_people=st.booleans())(send)
+            if SEED is not None:
+                run = seed(int(SEED))(run)
             try:
-                settings(max_examples=1 if spent else EXAMPLES, deadline=None, database=None, derandomize=True,
+                settings(max_examples=1 if spent else EXAMPLES, deadline=None, database=None, derandomize=SEED is None,
                          phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))(run)()
             except Unsatisfiable:
                 # nothing the schema could rule out (no parameters, no body): no negative case
