@@ -1,6 +1,6 @@
 """schemathesis against a live daemon on the devnet, from the served /api/v1/openapi.json:
-no request gets a 5xx, and every response conforms to the document (a declared status,
-its media type, its body schema).
+no request gets a 5xx, every response conforms to the document (a declared status, its
+media type, its body schema), and a request the document rules out is refused.
 
 Every operation gets ``OPENAPI_EXAMPLES`` generated requests (default 6) in each of
 schemathesis's modes (valid data, and data the schema rules out), half of them aimed at
@@ -30,8 +30,8 @@ from hypothesis.errors import Unsatisfiable
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
+                                               response_schema_conformance, status_code_conformance)
 
 from tests.fixtures_communities import Api, devnet_module_fixtures
 from tests.helpers import login_as, loopback_only, register_app
@@ -41,7 +41,10 @@ _, extra_plugins = devnet_module_fixtures()
 EXAMPLES = int(os.environ.get("OPENAPI_EXAMPLES", "6"))
 BUDGET = float(os.environ.get("OPENAPI_BUDGET_SECONDS", "240"))
 SEED = os.environ.get("OPENAPI_SEED")  # set to explore other requests than CI's
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+# negative_data_rejection: a request the document rules out must be refused (4xx), so the
+# document cannot promise more than the service checks.
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance,
+          negative_data_rejection]
 
 
 @pytest.fixture
@@ -157,7 +160,9 @@ def test_every_response_conforms_to_the_document(io_loop: Any, app: Any, client:
             strategies = [op.as_strategy(generation_mode=mode)]
             if fixed:
                 strategies.append(op.as_strategy(generation_mode=mode, path_parameters=fixed))
-            run = given(case=st.one_of(*strategies), real_people=st.booleans())(send)
+            # Negative cases stay as generated: they must be refused (negative_data_rejection).
+            people = st.booleans() if mode == schemathesis.GenerationMode.POSITIVE else st.just(False)
+            run = given(case=st.one_of(*strategies), real_people=people)(send)
             if SEED is not None:
                 run = seed(int(SEED))(run)
             try:

@@ -89,5 +89,10 @@ CREATE_FIELDS = {
 REASON = {"type": "string", "maxLength": 1000}
 
 
+# common.query_did: an empty optional DID parameter counts as absent
+DID_OR_EMPTY = {**DID, "pattern": "^(" + DID["pattern"].strip("^$") + ")?$",
+                "description": "a DID; empty is the same as absent"}
+
+
 def did_query(name: str, description: str = "", required: bool = False) -> object:
-    return query(name, DID, required=required, description=description)
+    return query(name, DID if required else DID_OR_EMPTY, required=required, description=description)

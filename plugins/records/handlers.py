@@ -40,7 +40,8 @@ WRITTEN = obj({"uri": STRING, "cid": STRING, "rkey": STRING, "collection": STRIN
 RECORD_BODY = obj({"$type": STRING}, ["$type"], description="the record; $type equals the collection")
 WRITE_ERRORS = {403: "not_member, not_author, collection_protected, collection_not_allowed, app_not_trusted",
                 409: "record_exists", 413: "record_too_large", 502: ""}
-USER_DID = query("userDid", DID_SCHEMA, description="the acting member (a private community: a member)")
+USER_DID = query("userDid", description="a member's DID: required to read a private community's records, "
+                                      "checked only there")
 
 
 def record_json(row: Row) -> dict[str, Any]:
