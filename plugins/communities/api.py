@@ -107,18 +107,19 @@ class MembersHandler(ApiBase):
     @operation("A community's members", paged=True, params=[
         S.did_query("userDid", "the viewer (a private community shows members to members only)"),
         S.did_query("adminDid", "an admin viewing: adds membershipUri and appId"),
-        query("public", {"type": "string", "enum": ["true", "false", "1", "0", "yes", "no"]},
+        query("public", {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no"]},
               description="with adminDid: the public view"),
         query("search", description="part of a handle or name")],
         responses={200: S.MEMBERS}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         admin = common.query_did(self, "adminDid")
+        public = common.query_bool(self, "public")  # checked even when unused: bad input is a 400
         if admin:
             await require_manager(self.app, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
         status = await common.require_member_view(self, row, viewer)
-        admin_view = bool(admin and status and status.is_admin and not common.query_bool(self, "public"))
+        admin_view = bool(admin and status and status.is_admin and not public)
         self.send_json(await common.list_members(self, row, viewer, admin_view=admin_view))
 
 
