@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Iterable
 import pluggy
 import tornado.web
 
+from daemon.apidocs import ApiDocsHandler, OpenApiHandler
 from daemon.clock import Clock
 from daemon.config import Config, ConfigError
 from daemon.http import HealthHandler, NotFoundHandler
@@ -150,9 +151,10 @@ class Application(tornado.web.Application):
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
+        self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
+        self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
         self.proofs = proofs.Proofs(self)
-        self.routes: tuple[tuple, ...] = ()  # every route, as the plugins declared them
         from daemon.atproto.writes import Writes
         self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
 
@@ -161,6 +163,14 @@ class Application(tornado.web.Application):
         at start-up, then a counter (unique within this process's 4 billion requests, and
         across restarts but for a one-in-four-billion prefix clash). Not a secret."""
         return f"{self._request_id_prefix}{next(self._request_ids) & 0xFFFFFFFF:08x}"
+
+    def openapi_document(self) -> dict[str, Any]:
+        """The OpenAPI document of the routes this app serves (built once)."""
+        if self._openapi is None:
+            from daemon import __version__
+            from daemon.openapi import build_document
+            self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url)
+        return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
         found = self.route_table.match(request)
@@ -285,7 +295,9 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
     try:
         await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
-        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler), *proofs.routes()]
+        routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
+                               (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
+                               *proofs.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]
@@ -293,7 +305,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
-        app.routes = tuple(routes)
+        app.routes = routes
         app.metrics.name_routes(routes)
         for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
             if refresh is not None:

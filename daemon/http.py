@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import tornado.httputil
 import tornado.web
 
+from daemon.openapi import STRING, arr, obj, operation
+
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
@@ -280,7 +282,9 @@ class RequestLogic:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
     * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
-    * ``max_body``: None for the configured limit, or a byte count (uploads).
+    * ``max_body``: None for the configured limit, or a byte count (uploads);
+    * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
+      (every other route declares its methods with `daemon.openapi.operation`).
 
     The serving class provides ``application``, ``request``, ``put_header``,
     ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
@@ -291,6 +295,7 @@ class RequestLogic:
     auth: str | None = None
     rate_limit: str | None = None
     max_body: int | None = None
+    serves_html: bool = False
 
     principal: Principal | None = None
 
@@ -614,6 +619,9 @@ class NotFoundHandler(BaseHandler):
 
 
 class HealthHandler(BaseHandler):
+    @operation("Liveness and readiness: the database answers", responses={200: obj(
+        {"status": {"type": "string", "enum": ["ok"]}, "version": STRING, "plugins": arr(STRING)},
+        ["status", "version", "plugins"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
         from daemon.plugins import plugin_names

@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from daemon.http import ApiError, BaseHandler
+from daemon.openapi import Response, header, operation
+from daemon.routing import pattern_groups, pattern_literal
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -37,27 +39,13 @@ Refresh = Callable[[], Awaitable[None]]
 def route_template(pattern: str) -> str:
     """A route's regular expression as a readable template:
     ``/api/v1/communities/{did}/members/{action}`` (the label of its requests)."""
-    out, depth, start, i = [], 0, 0, 0
-    plain_start = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "(":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                out.append(pattern[plain_start:start])
-                out.append("{" + _group_name(pattern[start:i + 1]) + "}")
-                plain_start = i + 1
-        i += 1
-    out.append(pattern[plain_start:])
-    text = "".join(out).lstrip("^").rstrip("$")
-    return re.sub(r"\\(.)", r"\1", text)
+    out, pos = [], 0
+    for start, end in pattern_groups(pattern):
+        out.append(pattern_literal(pattern[pos:start]))
+        out.append("{" + _group_name(pattern[start:end]) + "}")
+        pos = end
+    out.append(pattern_literal(pattern[pos:]))
+    return "".join(out)
 
 
 def _group_name(group: str) -> str:
@@ -159,6 +147,11 @@ class MetricsHandler(BaseHandler):
     """``GET /metrics``: closed unless `metrics.allow_from` holds the client's address or
     the request carries `metrics.bearer_token` (``Authorization: Bearer <token>``)."""
 
+    @operation("Prometheus metrics (for allowed addresses or with the bearer token)",
+               responses={200: Response("Metrics in the Prometheus text format",
+                                        {"text/plain": {"type": "string"}})},
+               params=[header("Authorization", description="Bearer <metrics.bearer_token>")],
+               errors={404: "Metrics are disabled, or the caller is not allowed"})
     async def get(self) -> None:
         cfg = self.app.config.metrics
         if not cfg.enabled or not self._allowed(cfg):

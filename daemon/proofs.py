@@ -273,10 +273,16 @@ def _alternations(template: str) -> list[str]:
 
 def _handlers() -> tuple[type, type]:
     from daemon.http import BaseHandler
+    from daemon.openapi import arr, obj, operation
+
+    string = {"type": "string"}
 
     class DidDocumentHandler(BaseHandler):
         """``GET /.well-known/did.json``: this service's did:web document."""
 
+        @operation("This service's DID document (did:web): the audience of user proofs",
+                   responses={200: obj({"@context": arr(string), "id": string, "service": arr(obj(
+                       {"id": string, "type": string, "serviceEndpoint": string}))}, ["id", "service"])})
         async def get(self) -> None:
             self.put_header("Cache-Control", "public, max-age=300")
             self.send_json(did_document(self.app.config))
@@ -285,6 +291,13 @@ def _handlers() -> tuple[type, type]:
         """``GET /api/v1/method-ids``: the actions that name a user, with the method id a
         proof of that user must carry (public, no key)."""
 
+        @operation("The actions that name a user, with the method id a proof of that user carries",
+                   responses={200: obj({
+                       "serviceDid": string, "userProof": {"type": "string", "enum": ["off", "optional", "required"]},
+                       "methods": arr(obj({"id": string, "httpMethod": string, "path": string,
+                                           "userField": string, "description": string},
+                                          ["id", "httpMethod", "path", "userField"]))},
+                       ["serviceDid", "userProof", "methods"])})
         async def get(self) -> None:
             self.send_json({"serviceDid": self.app.proofs.did,
                             "userProof": self.app.config.identity.user_proof,

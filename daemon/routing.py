@@ -65,6 +65,32 @@ def _literal_suffix(pattern: str) -> str:
     return body[last:]
 
 
+def pattern_groups(pattern: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level capturing group of a route pattern (the metrics'
+    route templates and the OpenAPI paths are made from them)."""
+    out, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1))
+        i += 1
+    return out
+
+
+def pattern_literal(text: str) -> str:
+    """The text between a pattern's groups, unescaped and without anchors."""
+    return re.sub(r"\\(.)", r"\1", text.lstrip("^").rstrip("$"))
+
+
 class RouteTable:
     def __init__(self, routes: Sequence[tuple]) -> None:
         entries = []

@@ -31,11 +31,9 @@ import tornado.web
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from daemon import netguard
-from daemon.atproto import identity
 from daemon.lean import LeanHandler
 from tests.fixtures_communities import Api, devnet_module_fixtures
-from tests.helpers import login_as
+from tests.helpers import login_as, loopback_only
 
 _, extra_plugins = devnet_module_fixtures()
 
@@ -307,26 +305,7 @@ def _route_methods(app: Any) -> list[tuple[str, type, str]]:
     return out
 
 
-def _loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = netguard.Guard.resolve
-
-    async def resolve(self: netguard.Guard, host: str, port: int) -> list[str]:
-        addresses = await original(self, host, port) if host in ("localhost", "127.0.0.1", "::1") else None
-        if addresses is None:
-            try:
-                import ipaddress
-                if ipaddress.ip_address(host).is_loopback:
-                    return [host]
-            except ValueError:
-                pass
-            raise netguard.TargetRefused(f"the fuzz test reaches only loopback, not {host}")
-        return addresses
-
-    async def no_dns(app: Any, handle: str) -> None:
-        return None
-
-    monkeypatch.setattr(netguard.Guard, "resolve", resolve)
-    monkeypatch.setattr(identity, "_via_dns", no_dns)
+_loopback_only = loopback_only
 
 
 def _problem(method: str, path: str, status: int, headers: Any, body: bytes) -> str | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from daemon import validate
 from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.openapi import BOOLEAN, DATETIME, DATETIME_OR_NULL, INTEGER, STRING, obj, operation, page
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
 from store import apps as apps_store
 from store.db import Row
@@ -30,6 +31,17 @@ def app_json(row: Row, default_limit: tuple[int, float]) -> dict[str, Any]:
         "keyRotatedAt": row["key_rotated_at"],
         "deactivatedAt": row["deactivated_at"],
     }
+
+
+RATE_LIMIT = obj({"maxRequests": INTEGER, "windowMs": INTEGER, "custom": BOOLEAN},
+                 ["maxRequests", "windowMs", "custom"])
+APP = obj({"appId": STRING, "name": STRING, "domain": STRING, "active": BOOLEAN, "rateLimit": RATE_LIMIT,
+           "createdAt": DATETIME, "updatedAt": DATETIME, "keyRotatedAt": DATETIME_OR_NULL,
+           "deactivatedAt": DATETIME_OR_NULL}, ["appId", "name", "domain", "active", "rateLimit"])
+APP_WITH_KEY = obj({**APP["properties"], "apiKey": {"type": "string", "description": "shown only once"}},
+                   [*APP["required"], "apiKey"])
+NAME = {"type": "string", "minLength": 3, "maxLength": 100}
+DOMAIN = {"type": "string", "minLength": 1, "maxLength": 253, "description": "a host name"}
 
 
 class AppsBase(BaseHandler):
@@ -58,6 +70,8 @@ class AppsBase(BaseHandler):
 
 
 class RegisterHandler(AppsBase):
+    @operation("Register an app: its API key is shown once", body=obj({"name": NAME, "domain": DOMAIN},
+               ["name", "domain"]), responses={201: APP_WITH_KEY}, errors={409: "domain_taken, too_many_apps"})
     async def post(self) -> None:
         fields = self.name_and_domain(self.json_body(), required=True)
         key, app_id, now = new_key(), new_app_id(), self.app.clock.iso_now()
@@ -75,6 +89,7 @@ class RegisterHandler(AppsBase):
 
 
 class ListHandler(AppsBase):
+    @operation("Your apps", paged=True, responses={200: page("apps", APP)})
     async def get(self) -> None:
         limit, after = self.page_params(2, "ss")
         rows = await apps_store.list_apps(self.app.db, self.principal.did, limit + 1,
@@ -87,9 +102,12 @@ class ListHandler(AppsBase):
 
 
 class AppHandler(AppsBase):
+    @operation("One of your apps", responses={200: APP})
     async def get(self, app_id: str) -> None:
         self.send_json(app_json(await self.owned_app(app_id), self.default_limit))
 
+    @operation("Rename an app or change its domain", body=obj({"name": NAME, "domain": DOMAIN}),
+               responses={200: APP}, errors={409: "app_deactivated, domain_taken"})
     async def put(self, app_id: str) -> None:
         fields = self.name_and_domain(self.json_body(), required=False)
         await self.owned_app(app_id)
@@ -104,6 +122,7 @@ class AppHandler(AppsBase):
             row = await apps_store.get_app_tx(tx, app_id)
         self.send_json(app_json(row, self.default_limit))
 
+    @operation("Deactivate an app: its key stops working at once", responses={200: APP})
     async def delete(self, app_id: str) -> None:
         await self.owned_app(app_id)
         async with self.app.db.transaction("apps.deactivate") as tx:
@@ -113,6 +132,8 @@ class AppHandler(AppsBase):
 
 
 class RotateKeyHandler(AppsBase):
+    @operation("A new API key (shown once); the old one stops working at once",
+               responses={200: APP_WITH_KEY}, errors={409: "app_deactivated"})
     async def post(self, app_id: str) -> None:
         await self.owned_app(app_id)
         key = new_key()
@@ -126,10 +147,15 @@ class RotateKeyHandler(AppsBase):
 
 
 class RateLimitHandler(AppsBase):
+    @operation("The app's rate limit", responses={200: RATE_LIMIT})
     async def get(self, app_id: str) -> None:
         row = await self.owned_app(app_id)
         self.send_json(app_json(row, self.default_limit)["rateLimit"])
 
+    @operation("Lower the app's rate limit (both null: back to the default)", body=obj({
+        "maxRequests": {"type": ["integer", "null"], "minimum": 1, "maximum": 1_000_000},
+        "windowMs": {"type": ["integer", "null"], "minimum": 1000, "maximum": 86_400_000}}),
+        responses={200: RATE_LIMIT}, errors={403: "limit_above_default"})
     async def put(self, app_id: str) -> None:
         """An owner may lower the app's limit (to protect their own quota), never raise it
         above the service default: raising is the operator's (`commonroom app-rate-limit`)."""
@@ -159,6 +185,10 @@ class RateLimitHandler(AppsBase):
 class VerifyHandler(BaseHandler):
     auth = "app"
 
+    @operation("Check an API key", responses={200: obj({
+        "valid": {"type": "boolean", "enum": [True]},
+        "app": obj({"appId": STRING, "name": STRING, "domain": STRING}, ["appId", "name", "domain"])},
+        ["valid", "app"])})
     async def post(self) -> None:
         p = self.principal
         self.send_json({"valid": True, "app": {"appId": p.app_id, "name": p.extra["app_name"],

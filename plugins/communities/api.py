@@ -16,8 +16,10 @@ from typing import Any
 from daemon import validate
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.lean import LeanHandler
+from daemon.openapi import BOOLEAN, DID, STRING, obj, operation, query
 from daemon.proofs import UserMethod
 from plugins.communities import common, policy, service, views
+from plugins.communities import schemas as S
 from plugins.communities.access import checked_status, require_manager
 from plugins.communities.service import Actor
 from store import communities as communities_store
@@ -43,6 +45,9 @@ class ApiBase(BaseHandler):
 class CommunitiesHandler(ApiBase):
     user_methods = {"POST": UserMethod("community.create", "creatorDid", "Create a community")}
 
+    @operation("Create a community (a new account on the PDS, or an adopted one)",
+               body=obj({"creatorDid": DID, **S.CREATE_FIELDS}, ["creatorDid", "displayName"]),
+               responses={201: S.DETAILS}, errors={409: "The handle or account is taken", 502: ""})
     async def post(self) -> None:
         body = self.json_body()
         creator = common.body_did(body, "creatorDid")
@@ -51,6 +56,10 @@ class CommunitiesHandler(ApiBase):
         result = await service.create(self.app, actor, **fields)
         self.send_json(await common.created(self, result["did"], creator), 201)
 
+    @operation("List or search the communities this app may see", paged=True, params=[
+        query("query", description="full-text search"), query("q", description="the same as query"),
+        S.did_query("userDid", "mark each community's isMember/isAdmin for this user")],
+        responses={200: S.page("communities", S.SUMMARY)})
     async def get(self) -> None:
         limit, cursor = self.page_params(1, "i")
         user_did = common.query_did(self, "userDid")
@@ -71,10 +80,15 @@ class CommunitiesHandler(ApiBase):
 class CommunityHandler(ApiBase):
     user_methods = {"DELETE": UserMethod("community.delete", "adminDid", "Delete a community")}
 
+    @operation("A community's details (a private one shows little to non-members)",
+               params=[S.did_query("userDid", "show this user's membership")], responses={200: S.DETAILS})
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await common.details(self, row, common.query_did(self, "userDid")))
 
+    @operation("Delete a community (its primary admin, through a trusted app)",
+               params=[S.did_query("adminDid")], body=obj({"adminDid": DID}), body_required=False,
+               responses={200: S.DELETED}, errors=(403, 409, 502))
     async def delete(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body(required=False)
@@ -86,6 +100,9 @@ class CommunityHandler(ApiBase):
 class JoinHandler(ApiBase):
     user_methods = {"POST": UserMethod("membership.join", "userDid", "Join, or ask to join, a community")}
 
+    @operation("Join: a member at once (201), or a request awaiting an admin (202)",
+               body=obj({"userDid": DID, "membershipUri": STRING, "membershipCid": STRING}, ["userDid"]),
+               responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -100,6 +117,8 @@ class JoinHandler(ApiBase):
 class LeaveHandler(ApiBase):
     user_methods = {"POST": UserMethod("membership.leave", "userDid", "Leave a community, or withdraw a request")}
 
+    @operation("Leave a community, or withdraw a request to join", body=obj({"userDid": DID}, ["userDid"]),
+               responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         user = common.body_did(self.json_body(), "userDid")
@@ -107,20 +126,30 @@ class LeaveHandler(ApiBase):
 
 
 class MembersHandler(ApiBase):
+    @operation("A community's members", paged=True, params=[
+        S.did_query("userDid", "the viewer (a private community shows members to members only)"),
+        S.did_query("adminDid", "an admin viewing: adds membershipUri and appId"),
+        query("public", {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no"]},
+              description="with adminDid: the public view"),
+        query("search", description="part of a handle or name")],
+        responses={200: S.MEMBERS}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         admin = common.query_did(self, "adminDid")
+        public = common.query_bool(self, "public")  # checked even when unused: bad input is a 400
         if admin:
             await require_manager(self.app, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
         status = await common.require_member_view(self, row, viewer)
-        admin_view = bool(admin and status and status.is_admin and not common.query_bool(self, "public"))
+        admin_view = bool(admin and status and status.is_admin and not public)
         self.send_json(await common.list_members(self, row, viewer, admin_view=admin_view))
 
 
 class PendingHandler(ApiBase):
     user_methods = {"GET": UserMethod("membership.listPending", "adminDid", "List join requests (admins)")}
 
+    @operation("Requests to join awaiting an admin", paged=True,
+               params=[S.did_query("adminDid", required=True)], responses={200: S.PENDING}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app, row, self.principal.app_id)
@@ -134,6 +163,9 @@ class DecisionHandler(ApiBase):
     user_methods = {"POST": {"approve": UserMethod("membership.approve", "adminDid", "Approve a join request"),
                              "reject": UserMethod("membership.reject", "adminDid", "Reject a join request")}}
 
+    @operation("Approve or reject a request to join",
+               body=obj({"adminDid": DID, "memberDid": DID, "userDid": DID, "reason": S.REASON}, ["adminDid"]),
+               responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str, decision: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -149,6 +181,9 @@ class DecisionHandler(ApiBase):
 class MemberHandler(ApiBase):
     user_methods = {"DELETE": UserMethod("membership.remove", "adminDid", "Remove a member")}
 
+    @operation("Remove a member", params=[S.did_query("adminDid")],
+               body=obj({"adminDid": DID, "reason": S.REASON}), body_required=False,
+               responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
@@ -165,6 +200,10 @@ class AdminsHandler(ApiBase):
         "demote": UserMethod("admin.demote", "adminDid", "Make an admin a member again"),
         "transfer": UserMethod("admin.transfer", "currentOwnerDid", "Hand the primary admin role over")}}
 
+    @operation("Promote or demote an admin, or transfer the primary role",
+               body=obj({"adminDid": DID, "memberDid": DID, "currentOwnerDid": DID, "newOwnerDid": DID}),
+               description="promote/demote: {adminDid, memberDid}; transfer: {currentOwnerDid, newOwnerDid}.",
+               responses={200: S.ADMINS}, errors=(403, 409, 502))
     async def post(self, did: str, action: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -187,10 +226,14 @@ class CheckHandler(LeanHandler):
 
     auth = "app"
 
+    @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
+               body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
     async def post(self, did: str) -> None:
         user = common.body_did(self.json_body(), "userDid")
         await self._answer(did, user)
 
+    @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
+               params=[S.did_query("userDid", required=True)], responses={200: S.STATUS})
     async def get(self, did: str) -> None:
         await self._answer(did, common.query_did(self, "userDid", required=True))
 
@@ -202,6 +245,9 @@ class CheckHandler(LeanHandler):
 class AuditLogHandler(ApiBase):
     user_methods = {"GET": UserMethod("community.readAuditLog", "adminDid", "Read the audit log (admins)")}
 
+    @operation("The community's audit log, newest first", paged=True, params=[
+        S.did_query("adminDid", required=True), query("action", description="only entries of this action")],
+        responses={200: S.AUDIT}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app, row, self.principal.app_id)
@@ -219,9 +265,14 @@ class AppVisibilityHandler(ApiBase):
     user_methods = {"POST": UserMethod("community.grantApp", "adminDid", "Let an app see or manage a community"),
                     "DELETE": UserMethod("community.revokeApp", "adminDid", "Take an app's access away")}
 
+    @operation("Grant an app access (visibility, or with manage: acting for the admins)",
+               params=[S.did_query("adminDid")], body=obj({"adminDid": DID, "manage": BOOLEAN}),
+               body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
     async def post(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, True)
 
+    @operation("Revoke an app's access", params=[S.did_query("adminDid")], body=obj({"adminDid": DID}),
+               body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
     async def delete(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, False)
 
@@ -246,10 +297,18 @@ class SettingsHandler(ApiBase):
 
     user_methods = {"PUT": UserMethod("community.updateSettings", "adminDid", "Change a community's settings")}
 
+    @operation("A community's settings kept in this service (e.g. whether proofs are required)",
+               responses={200: obj({"communityDid": DID, "requireUserProof": BOOLEAN},
+                                   ["communityDid", "requireUserProof"])})
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(policy.settings_json(row))
 
+    @operation("Change a community's settings (an admin, through an app that manages it)",
+               body=obj({"adminDid": DID, "requireUserProof": BOOLEAN}, ["adminDid", "requireUserProof"]),
+               responses={200: obj({"communityDid": DID, "requireUserProof": BOOLEAN},
+                                   ["communityDid", "requireUserProof"])},
+               errors={401: "a missing or bad proof of the acting user", 403: "not_admin, app_not_trusted"})
     async def put(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()

@@ -12,7 +12,9 @@ import tornado.httputil
 from daemon import validate
 
 from daemon.http import ApiError, BaseHandler
+from daemon.openapi import BOOLEAN, DID, obj, operation
 from plugins.communities import common, service
+from plugins.communities import schemas as S
 from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
 from store.db import Row
@@ -32,11 +34,15 @@ class WebBase(BaseHandler):
 
 
 class MyMembershipsHandler(WebBase):
+    @operation("Your memberships (and, on the first page, your pending requests)", paged=True,
+               responses={200: S.MEMBERSHIPS})
     async def get(self) -> None:
         self.send_json(await common.memberships(self, self.principal.did))
 
 
 class MyCommunitiesHandler(WebBase):
+    @operation("Create a community as yourself", body=obj(S.CREATE_FIELDS, ["displayName"]),
+               responses={201: S.DETAILS}, errors=(409, 502))
     async def post(self) -> None:
         fields = await common.create_fields(self, self.json_body())
         result = await service.create(self.app, self.me, **fields)
@@ -46,6 +52,8 @@ class MyCommunitiesHandler(WebBase):
 class JoinHandler(WebBase):
     """Join: the user's own `membership` record, then the community's side."""
 
+    @operation("Join (writes your own membership record through your login, then the community's side)",
+               responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         status, result = await service.browser_join(self.app, row, self.principal)
@@ -56,22 +64,27 @@ class LeaveHandler(WebBase):
     """Leave (or withdraw a request): the community's side, then, best effort, the user's
     own membership record."""
 
+    @operation("Leave, or withdraw your request", responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.browser_leave(self.app, row, self.principal))
 
 
 class CommunityHandler(WebBase):
+    @operation("A community's details, as you see it", responses={200: S.DETAILS})
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await common.details(self, row, self.principal.did))
 
+    @operation("Delete a community (its primary admin)", responses={200: S.DELETED}, errors=(403, 409, 502))
     async def delete(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.delete(self.app, row, self.me))
 
 
 class ProfileHandler(WebBase):
+    @operation("Change the community's profile (an admin)", body=obj(S.PROFILE_FIELDS),
+               responses={200: S.DETAILS}, errors=(403, 409, 502))
     async def put(self, did: str) -> None:
         row = await self.admin_community(did)
         fields = common.community_fields(self.json_body(), required=False)
@@ -91,6 +104,11 @@ class ImageHandler(WebBase):
         # room for multipart framing around an image of the allowed size
         return self.app.config.plugin("communities").max_upload_bytes + 16 * 1024
 
+    @operation("Upload the avatar or banner (an admin): a PNG or JPEG as the body or a form's file; "
+               "the banner also takes {\"fromProfile\": true}",
+               body=obj({"fromProfile": BOOLEAN}), body_types=("application/json", "image/png", "image/jpeg",
+                                                               "multipart/form-data"),
+               responses={200: S.DETAILS}, errors=(403, 409, 502))
     async def post(self, did: str, kind: str) -> None:
         row = await self.admin_community(did)
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -170,6 +188,7 @@ class ImageHandler(WebBase):
 
 
 class MembersHandler(WebBase):
+    @operation("A community's members", paged=True, responses={200: S.MEMBERS}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         status = await common.require_member_view(self, row, self.principal.did)
@@ -178,12 +197,15 @@ class MembersHandler(WebBase):
 
 
 class PendingHandler(WebBase):
+    @operation("Requests to join (an admin)", paged=True, responses={200: S.PENDING}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await self.admin_community(did)
         self.send_json(await common.pending_list(self, row))
 
 
 class MemberHandler(WebBase):
+    @operation("Remove a member (an admin)", body=obj({"reason": S.REASON}), body_required=False,
+               responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body(required=False)
@@ -192,16 +214,20 @@ class MemberHandler(WebBase):
 
 
 class MemberAdminHandler(WebBase):
+    @operation("Make a member an admin", responses={200: S.ADMINS}, errors=(403, 409, 502))
     async def post(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.promote(self.app, row, common.path_did(member_did), self.me))
 
+    @operation("Make an admin a member again", responses={200: S.ADMINS}, errors=(403, 409, 502))
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.demote(self.app, row, common.path_did(member_did), self.me))
 
 
 class MemberDecisionHandler(WebBase):
+    @operation("Approve or reject a request to join", body=obj({"reason": S.REASON}), body_required=False,
+               responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str, member_did: str, decision: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
@@ -213,6 +239,8 @@ class MemberDecisionHandler(WebBase):
 
 
 class TransferHandler(WebBase):
+    @operation("Hand the primary admin role to another admin", body=obj({"newOwnerDid": DID}, ["newOwnerDid"]),
+               responses={200: S.ADMINS}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         new_owner = common.body_did(self.json_body(), "newOwnerDid")
@@ -220,6 +248,7 @@ class TransferHandler(WebBase):
 
 
 class AuditLogHandler(WebBase):
+    @operation("The audit log (an admin)", paged=True, responses={200: S.AUDIT}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await self.admin_community(did)
         self.send_json(await common.audit_log(self, row))
@@ -229,6 +258,8 @@ class AppGrantHandler(WebBase):
     """An admin grants an app access to the community (POST ``{"manage": bool}``: manage =
     act for the admins through the API; otherwise visibility only) or revokes it (DELETE)."""
 
+    @operation("Grant an app access to the community (an admin)", body=obj({"manage": BOOLEAN}),
+               body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
     async def post(self, did: str, app_id: str) -> None:
         row = await self.admin_community(did)
         body = self.json_body(required=False)
@@ -236,6 +267,7 @@ class AppGrantHandler(WebBase):
         await self._require_app(app_id)
         self.send_json(await service.allow_app(self.app, row, app_id, self.me, True, manage=bool(manage)))
 
+    @operation("Revoke an app's access (an admin)", responses={200: S.APP_ACCESS}, errors=(403,))
     async def delete(self, did: str, app_id: str) -> None:
         row = await self.admin_community(did)
         self.send_json(await service.allow_app(self.app, row, app_id, self.me, False))

@@ -15,6 +15,8 @@ import httpx
 from daemon.atproto.identity import resolve_did
 from daemon.atproto.pds import read_user_profile
 from daemon.http import ApiError, BaseHandler
+from daemon.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
+                            redirect)
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
@@ -133,13 +135,20 @@ class BrowserFacing(BaseHandler):
 # ------------------------------------------------------------------ metadata
 
 
+PAGE_OR_REDIRECT = Response("A page explaining the failure (or a redirect to oauth.error_url)",
+                            {"text/html": {"type": "string"}}, {"Location": {"schema": STRING}})
+
+
 class ClientMetadataHandler(BaseHandler):
+    @operation("This service's OAuth client metadata (the client_id document)",
+               responses={200: obj({"client_id": STRING, "redirect_uris": arr(STRING)}, ["client_id", "redirect_uris"])})
     async def get(self) -> None:
         self.set_header("Cache-Control", "public, max-age=300")
         self.send_json(oauth_state(self.app).client.metadata())
 
 
 class JwksHandler(BaseHandler):
+    @operation("The public keys of this OAuth client", responses={200: obj({"keys": arr(obj({}))}, ["keys"])})
     async def get(self) -> None:
         self.set_header("Cache-Control", "public, max-age=300")
         self.send_json(oauth_state(self.app).client.keys.jwks())
@@ -160,6 +169,7 @@ def _same_site_path(value: Any) -> str | None:
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
 
+    @operation("The login page", responses={200: Response("The login form", {"text/html": {"type": "string"}})})
     async def get(self) -> None:
         """GET /login: the sign-in form lives on the home page (the web plugin's), so send
         the browser there, keeping a `next` path on this site."""
@@ -191,6 +201,18 @@ class LoginHandler(BrowserFacing):
                            details=[{"field": "input", "message": "must be at most 2048 characters"}])
         return text.strip(), safe_return_to(fields.get("returnTo"))
 
+    @operation("Start an OAuth login: JSON answers the URL to send the browser to; a form post is redirected",
+               body=obj({"input": {"type": "string", "minLength": 1, "maxLength": 2048,
+                                   "description": "a handle, DID or server URL"},
+                         "returnTo": {"type": "string", "description": "a path on this service"}}, ["input"]),
+               body_types=("application/json", "application/x-www-form-urlencoded"),
+               responses={200: obj({"redirectUrl": STRING}, ["redirectUrl"]),
+                          302: redirect("To the authorization server (form posts)"),
+                          **{status: error_or_page(text) for status, text in (
+                              (400, "invalid_request, or a handle or DID that cannot be resolved"),
+                              (413, "The body is larger than the limit"), (415, "Neither JSON nor a form"),
+                              (429, "Too many login attempts from this address"),
+                              (500, "A bug"), (502, "authorization_server_refused"))}})
     async def post(self) -> None:
         text, return_to = self.login_fields()
         oauth = oauth_state(self.app)
@@ -235,6 +257,10 @@ class LoginHandler(BrowserFacing):
 
 class CallbackHandler(BrowserFacing):
 
+    @operation("Where the authorization server sends the browser back: sets the session cookies",
+               params=[query("state"), query("code"), query("iss"), query("error"), query("error_description")],
+               responses={302: redirect("Logged in: to the page the login started from"),
+                          400: PAGE_OR_REDIRECT, 502: PAGE_OR_REDIRECT, 500: PAGE_OR_REDIRECT})
     async def get(self) -> None:
         # Whatever happens, the nonce has done its job: the flow is spent below.
         nonce = self.get_cookie(FLOW_COOKIE)
@@ -329,6 +355,8 @@ class CallbackHandler(BrowserFacing):
 class LogoutHandler(BaseHandler):
     auth = "session"
 
+    @operation("End the session (and revoke its OAuth grant)",
+               responses={200: obj({"loggedOut": BOOLEAN, "revoked": BOOLEAN}, ["loggedOut", "revoked"])})
     async def post(self) -> None:
         assert self.principal is not None and self.principal.session_id
         revoked = await oauth_state(self.app).grants.revoke_and_forget(self.principal.session_id)
@@ -340,6 +368,10 @@ class LogoutHandler(BaseHandler):
 class MeHandler(BaseHandler):
     auth = "session"
 
+    @operation("Who is logged in", responses={200: obj(
+        {"did": STRING, "handle": STRING_OR_NULL, "displayName": STRING_OR_NULL, "avatar": STRING_OR_NULL,
+         "description": STRING_OR_NULL}, ["did", "handle", "displayName", "avatar", "description"])},
+        errors={502: ""})
     async def get(self) -> None:
         assert self.principal is not None
         did, handle = self.principal.did, self.principal.handle

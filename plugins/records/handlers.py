@@ -15,6 +15,8 @@ from urllib.parse import unquote
 
 from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
 from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, STRING_OR_NULL, arr, nullable, obj,
+                            operation, page, query)
 from daemon.proofs import UserMethod
 from daemon.validate import invalid
 from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
@@ -27,6 +29,20 @@ from store.db import Row
 
 DID = r"(did(?::|%3[Aa])[^/?#]+)"
 SEGMENT = r"([^/?#]+)"
+
+DID_SCHEMA = {"type": "string", "pattern": r"^did:[a-z]+:[a-zA-Z0-9._:%-]*[a-zA-Z0-9._-]$", "maxLength": 2048}
+NSID = {"type": "string", "description": "a collection NSID (com.example.post)"}
+RKEY = {"type": "string", "description": "a record key"}
+RECORD = obj({"uri": STRING, "cid": STRING, "collection": STRING, "rkey": STRING, "value": obj({}),
+              "authorDid": nullable(STRING), "createdAt": DATETIME, "updatedAt": DATETIME_OR_NULL,
+              "updatedBy": STRING_OR_NULL}, ["uri", "cid", "collection", "rkey", "value"])
+WRITTEN = obj({"uri": STRING, "cid": STRING, "rkey": STRING, "collection": STRING},
+              ["uri", "cid", "rkey", "collection"])
+RECORD_BODY = obj({"$type": STRING}, ["$type"], description="the record; $type equals the collection")
+WRITE_ERRORS = {403: "not_member, not_author, collection_protected, collection_not_allowed, app_not_trusted",
+                409: "record_exists", 413: "record_too_large", 502: ""}
+USER_DID = query("userDid", description="a member's DID: required to read a private community's records, "
+                                      "checked only there")
 
 
 def record_json(row: Row) -> dict[str, Any]:
@@ -138,6 +154,9 @@ class RecordsHandler(RecordsBase):
     user_methods = {"POST": UserMethod("record.create", "userDid", "Create a record in a community's repo"),
                     "PUT": UserMethod("record.update", "userDid", "Change a record")}
 
+    @operation("Create a record in the community's repo", body=obj(
+        {"userDid": DID_SCHEMA, "collection": NSID, "rkey": RKEY, "record": RECORD_BODY},
+        ["userDid", "collection", "record"]), responses={200: WRITTEN, 201: WRITTEN}, errors=WRITE_ERRORS)
     async def post(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
@@ -178,6 +197,9 @@ class RecordsHandler(RecordsBase):
         return existing["author_did"] == user_did and existing["app_id"] == self.principal.app_id \
             and writes.same_value(json.loads(existing["value"]), record)
 
+    @operation("Update a record (its author, or an admin through a trusted app)", body=obj(
+        {"userDid": DID_SCHEMA, "collection": NSID, "rkey": RKEY, "record": RECORD_BODY},
+        ["userDid", "collection", "rkey", "record"]), responses={200: WRITTEN}, errors=WRITE_ERRORS)
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
@@ -204,6 +226,9 @@ class RecordsHandler(RecordsBase):
 class CollectionHandler(RecordsBase):
     """GET …/records/:collection: the collection's records, newest first."""
 
+    @operation("A collection's records, newest first", paged=True,
+               params=[USER_DID, query("authorDid", DID_SCHEMA)], responses={200: page("records", RECORD)},
+               errors={403: "members_only, not_member"})
     async def get(self, raw_did: str, raw_collection: str) -> None:
         community = await self.community(raw_did)
         did = community["did"]
@@ -235,6 +260,7 @@ class RecordHandler(CollectionHandler):
 
     user_methods = {"DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
 
+    @operation("One record", params=[USER_DID], responses={200: RECORD}, errors={403: "members_only, not_member"})
     async def get(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:  # type: ignore[override]
         community = await self.community(raw_did)
         collection = require_nsid(unquote(raw_collection), "collection")
@@ -242,6 +268,10 @@ class RecordHandler(CollectionHandler):
         await self.check_read(community)
         self.send_json(record_json(await self.indexed(community["did"], collection, rkey)))
 
+    @operation("Delete a record (its author, or an admin through a trusted app)", params=[USER_DID],
+               body=obj({"userDid": DID_SCHEMA}), body_required=False,
+               responses={200: obj({**WRITTEN["properties"], "deleted": BOOLEAN}, [*WRITTEN["required"], "deleted"])},
+               errors=WRITE_ERRORS)
     async def delete(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:
         body = self.json_body(required=False)
         community = await self.community(raw_did)
@@ -268,6 +298,12 @@ class RecordHandler(CollectionHandler):
                         "deleted": True})
 
 
+SETTINGS = obj({"communityDid": STRING, "allowedCollections": nullable(arr(STRING)), "updatedAt": DATETIME_OR_NULL,
+               "updatedBy": STRING_OR_NULL, "service": obj({"protected": arr(STRING), "allowedCollections": arr(STRING),
+                                                             "deniedCollections": arr(STRING)})},
+              ["communityDid", "allowedCollections", "service"])
+
+
 class CollectionSettingsHandler(RecordsBase):
     """GET and PUT …/records-settings: the collections apps may write in the community.
 
@@ -278,11 +314,16 @@ class CollectionSettingsHandler(RecordsBase):
     user_methods = {"PUT": UserMethod("record.updateSettings", "adminDid",
                                       "Change which collections apps may write in a community")}
 
+    @operation("The collections apps may write in this community", responses={200: SETTINGS})
     async def get(self, raw_did: str) -> None:
         community = await self.community(raw_did)
         row = await store.collection_settings(self.app.db, community["did"])
         self.send_json(self.settings_json(community["did"], row))
 
+    @operation("Set the community's collection allowlist (an admin, through a trusted app)",
+               body=obj({"adminDid": DID_SCHEMA, "allowedCollections": nullable(arr(STRING))},
+                        ["adminDid", "allowedCollections"]),
+               responses={200: SETTINGS}, errors={403: "not_admin, app_not_trusted"})
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)

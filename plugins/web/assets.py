@@ -72,6 +72,8 @@ class StaticHandler(BaseHandler):
     """GET /static/<name>.<hash>.<ext>: only the current version of a shipped file (an old
     hash is a 404, never a stale file cached for a year under a new name)."""
 
+    serves_html = True  # the pages' static files: not part of the API document
+
     async def get(self, stem: str, digest: str, ext: str) -> None:
         item = web_assets(self.app).by_url.get(self.request.path)
         if item is None:

@@ -101,6 +101,7 @@ class PageHandler(BaseHandler):
     requests must be a form with the session's CSRF token in the hidden `_csrf` field."""
 
     login_required = False
+    serves_html = True  # pages for people: not in the OpenAPI document
     form: dict[str, str]
     session_ended = False
 

@@ -14,6 +14,8 @@ from daemon.events import EVENT_TYPES
 from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.netguard import TargetRefused
 from daemon.access import app_can_see_tx
+from daemon.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT, STRING,
+                            STRING_OR_NULL, arr, nullable, obj, operation, page, query)
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import (dispatcher, previous_secret_context, secret_context)
 from store import webhooks as store
@@ -57,6 +59,22 @@ def delivery_json(row: Row) -> dict[str, Any]:
         "completedAt": row["completed_at"],
         "redeliveryOf": row["redelivery_of"],
     }
+
+
+EVENTS = arr({"type": "string", "enum": list(EVENT_TYPES)}, minItems=1, maxItems=len(EVENT_TYPES))
+WEBHOOK = obj({"webhookId": STRING, "url": STRING, "events": arr(STRING), "communityDid": nullable(DID),
+               "active": BOOLEAN, "disabledReason": STRING_OR_NULL, "disabledAt": DATETIME_OR_NULL,
+               "createdAt": DATETIME, "updatedAt": DATETIME, "secretRotatedAt": DATETIME_OR_NULL},
+              ["webhookId", "url", "events", "communityDid", "active"])
+SECRET = {"type": "string", "description": "the signing secret, shown once"}
+DELIVERY_STATUS = {"type": "string", "enum": ["pending", "delivered", "failed"]}
+DELIVERY = obj({"deliveryId": INTEGER, "eventId": STRING, "eventType": STRING_OR_NULL, "status": DELIVERY_STATUS,
+                "attempts": INTEGER, "statusCode": {"type": ["integer", "null"]}, "error": STRING_OR_NULL,
+                "createdAt": DATETIME, "firstAttemptAt": DATETIME_OR_NULL, "lastAttemptAt": DATETIME_OR_NULL,
+                "nextAttemptAt": DATETIME_OR_NULL, "completedAt": DATETIME_OR_NULL,
+                "redeliveryOf": {"type": ["integer", "null"]}}, ["deliveryId", "status", "attempts"])
+URL = {"type": "string", "minLength": 1, "maxLength": 2048,
+       "description": "http(s) URL of a public address (webhooks.allowed_targets widens this)"}
 
 
 class WebhooksBase(BaseHandler):
@@ -105,6 +123,10 @@ class WebhooksBase(BaseHandler):
 
 
 class WebhooksHandler(WebhooksBase):
+    @operation("Subscribe to events (all this app's communities, or one)",
+               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID)}, ["url", "events"]),
+               responses={201: obj({**WEBHOOK["properties"], "secret": SECRET}, [*WEBHOOK["required"], "secret"])},
+               errors={404: "community_not_found", 409: "too_many_webhooks"})
     async def post(self) -> None:
         body = self.json_body()
         url = await self.checked_url(body, required=True)
@@ -124,6 +146,7 @@ class WebhooksHandler(WebhooksBase):
             row = await store.get_webhook_tx(tx, webhook_id)
         self.send_json({**webhook_json(row), "secret": secret}, 201)
 
+    @operation("This app's webhooks", paged=True, responses={200: page("webhooks", WEBHOOK)})
     async def get(self) -> None:
         limit, after = self.page_params(2, "ss")
         rows = await store.list_webhooks(self.app.db, self.app_id, limit + 1,
@@ -136,6 +159,9 @@ class WebhooksHandler(WebhooksBase):
 
 
 class WebhookHandler(WebhooksBase):
+    @operation("A webhook, with its deliveries counted by status", responses={200: obj(
+        {**WEBHOOK["properties"], "deliveryCounts": obj({"pending": INTEGER, "delivered": INTEGER, "failed": INTEGER})},
+        [*WEBHOOK["required"], "deliveryCounts"])})
     async def get(self, webhook_id: str) -> None:
         row = await self.owned(webhook_id)
         out = webhook_json(row)
@@ -143,6 +169,9 @@ class WebhookHandler(WebhooksBase):
                                  **await store.delivery_counts(self.app.db, webhook_id)}
         self.send_json(out)
 
+    @operation("Change a webhook (active: true turns a disabled one back on)",
+               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID), "active": BOOLEAN}),
+               responses={200: WEBHOOK})
     async def put(self, webhook_id: str) -> None:
         body = self.json_body()
         await self.owned(webhook_id)
@@ -172,6 +201,7 @@ class WebhookHandler(WebhooksBase):
         dispatcher(self.app).webhook_changed(webhook_id)
         self.send_json(webhook_json(row))
 
+    @operation("Delete a webhook and its pending deliveries", responses={204: NO_CONTENT})
     async def delete(self, webhook_id: str) -> None:
         async with self.app.db.transaction("webhooks.delete") as tx:
             await self.owned_tx(tx, webhook_id)
@@ -182,6 +212,9 @@ class WebhookHandler(WebhooksBase):
 
 
 class RotateSecretHandler(WebhooksBase):
+    @operation("A new signing secret (the old one stays valid for webhooks.secret_overlap_seconds)",
+               responses={200: obj({**WEBHOOK["properties"], "secret": SECRET,
+                                    "previousSecretValidUntil": DATETIME_OR_NULL}, [*WEBHOOK["required"], "secret"])})
     async def post(self, webhook_id: str) -> None:
         secret, now = signing.new_secret(), self.app.clock.iso_now()
         overlap = dispatcher(self.app).config.secret_overlap_seconds
@@ -204,6 +237,8 @@ class RotateSecretHandler(WebhooksBase):
 
 
 class DeliveriesHandler(WebhooksBase):
+    @operation("A webhook's deliveries, newest first", paged=True,
+               params=[query("status", DELIVERY_STATUS)], responses={200: page("deliveries", DELIVERY)})
     async def get(self, webhook_id: str) -> None:
         await self.owned(webhook_id)
         limit, after = self.page_params(1, "i")
@@ -219,6 +254,8 @@ class DeliveriesHandler(WebhooksBase):
 
 
 class RedeliverHandler(WebhooksBase):
+    @operation("Send a delivery's event again, as a new delivery", responses={202: DELIVERY},
+               errors={409: "event_gone, webhook_inactive"})
     async def post(self, webhook_id: str, delivery_id: str) -> None:
         async with self.app.db.transaction("webhooks.redeliver") as tx:
             hook = await self.owned_tx(tx, webhook_id)

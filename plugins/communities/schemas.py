@@ -1,0 +1,98 @@
+"""JSON schemas of the communities plugin's bodies and answers (the shapes of views.py and
+service.py), for the handlers' OpenAPI declarations."""
+
+from __future__ import annotations
+
+from daemon.openapi import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING,
+                            STRING_OR_NULL, arr, nullable, obj, page, query)
+
+TYPE = {"type": "string", "enum": ["open", "admin-approved", "private"]}
+URL_OR_NULL = {"type": ["string", "null"], "description": "an image URL, or null"}
+
+SUMMARY = obj({
+    "did": DID, "handle": STRING_OR_NULL, "displayName": STRING, "description": STRING_OR_NULL,
+    "avatar": URL_OR_NULL, "type": TYPE, "memberCount": INTEGER, "createdAt": DATETIME,
+    "isAdmin": BOOLEAN, "isMember": BOOLEAN,
+}, ["did", "displayName", "type", "memberCount"])
+
+STATUS = obj({"isMember": BOOLEAN, "isAdmin": BOOLEAN, "isPending": BOOLEAN},
+             ["isMember", "isAdmin", "isPending"])
+
+DETAILS = obj({
+    "community": obj({
+        "did": DID, "handle": STRING_OR_NULL, "displayName": STRING, "description": STRING_OR_NULL,
+        "avatar": URL_OR_NULL, "banner": URL_OR_NULL, "type": TYPE, "memberCount": INTEGER,
+        "restricted": BOOLEAN, "createdAt": DATETIME, "updatedAt": DATETIME_OR_NULL,
+        "admins": arr(obj({"did": DID, "addedAt": DATETIME_OR_NULL, "isPrimary": BOOLEAN},
+                          ["did", "isPrimary"])),
+        "primaryAdmin": nullable(DID), "pendingCount": INTEGER,
+    }, ["did", "displayName", "type"]),
+    "isAdmin": BOOLEAN,
+    "membership": obj({**STATUS["properties"], "isPrimaryAdmin": BOOLEAN},
+                      ["isMember", "isAdmin", "isPending", "isPrimaryAdmin"]),
+}, ["community"])
+
+MEMBER = obj({
+    "did": DID, "handle": STRING_OR_NULL, "displayName": STRING_OR_NULL, "avatar": URL_OR_NULL,
+    "isAdmin": BOOLEAN, "isPrimaryAdmin": BOOLEAN, "confirmedAt": DATETIME_OR_NULL,
+    "roles": arr({"type": "string", "enum": ["admin", "member"]}),
+    "membershipUri": STRING_OR_NULL, "appId": STRING_OR_NULL,
+}, ["did", "isAdmin", "isPrimaryAdmin", "roles"])
+MEMBERS = page("members", MEMBER, total=INTEGER)
+
+REQUEST = obj({"userDid": DID, "did": DID, "handle": STRING_OR_NULL, "displayName": STRING_OR_NULL,
+               "avatar": URL_OR_NULL, "requestedAt": DATETIME, "appId": STRING_OR_NULL},
+              ["userDid", "did", "requestedAt"])
+PENDING = page("pendingMembers", REQUEST)
+
+AUDIT_ENTRY = obj({"id": INTEGER, "action": STRING, "actorDid": nullable(STRING), "adminDid": nullable(STRING),
+                   "targetDid": nullable(STRING), "reason": STRING_OR_NULL, "metadata": ANY,
+                   "appId": STRING_OR_NULL, "createdAt": DATETIME}, ["id", "action", "createdAt"])
+AUDIT = page("entries", AUDIT_ENTRY)
+
+MEMBERSHIP = obj({
+    "uri": STRING_OR_NULL, "cid": STRING_OR_NULL, "communityDid": DID, "joinedAt": DATETIME_OR_NULL,
+    "role": {"type": "string", "enum": ["admin", "member"]}, "isPrimaryAdmin": BOOLEAN,
+    "status": {"type": "string", "enum": ["member"]}, "community": SUMMARY,
+}, ["communityDid", "role", "status", "community"])
+MEMBERSHIPS = obj({
+    "memberships": arr(MEMBERSHIP), "cursor": STRING,
+    "pending": arr(obj({"communityDid": DID, "requestedAt": DATETIME,
+                        "status": {"type": "string", "enum": ["pending"]}, "community": SUMMARY},
+                       ["communityDid", "status", "community"]),
+                   description="requests awaiting an admin (first page only)"),
+}, ["memberships"])
+
+CHANGE = obj({
+    "status": {"type": "string", "enum": ["joined", "pending", "rejected", "withdrawn", "left", "removed"]},
+    "communityDid": DID, "memberDid": DID,
+}, ["status", "communityDid", "memberDid"], description="A membership change (more fields may follow)")
+ADMINS = obj({"communityDid": DID, "admins": arr(obj({"did": DID, "addedAt": DATETIME_OR_NULL}, ["did"]))},
+             ["communityDid", "admins"])
+DELETED = obj({"status": {"type": "string", "enum": ["deleted"]}, "did": DID}, ["status", "did"])
+APP_ACCESS = obj({"communityDid": DID, "appId": STRING, "allowed": BOOLEAN, "manage": BOOLEAN},
+                 ["communityDid", "appId", "allowed", "manage"])
+
+PROFILE_FIELDS = {
+    "displayName": {"type": "string", "minLength": 1, "maxLength": 64},
+    "description": {"type": "string", "maxLength": 512},
+    "type": TYPE,
+}
+CREATE_FIELDS = {
+    **PROFILE_FIELDS,
+    "handle": {"type": "string", "minLength": 1, "maxLength": 253,
+               "description": "the community account's handle (default: derived from the name)"},
+    "identifier": {"type": "string", "minLength": 1, "maxLength": 253,
+                   "description": "adopt an existing account (handle or DID), with appPassword"},
+    "appPassword": {"type": "string", "minLength": 1, "maxLength": 200},
+}
+REASON = {"type": "string", "maxLength": 1000}
+
+
+# common.query_did: an empty optional DID parameter counts as absent
+DID_OR_EMPTY = {**DID, "pattern": "^(" + DID["pattern"].strip("^$") + ")?$",
+                "description": "a DID; empty is the same as absent"}
+
+
+def did_query(name: str, description: str = "", required: bool = False) -> object:
+    return query(name, DID if required else DID_OR_EMPTY, required=required, description=description)

@@ -1,0 +1,97 @@
+"""The OpenAPI document (/api/v1/openapi.json) and its reference page (/api/v1/docs):
+generated from the routes the app serves, valid OpenAPI 3.1, and complete: a JSON route
+without a declaration fails here."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+
+import pytest
+from openapi_spec_validator import validate
+
+from daemon.openapi import undocumented
+from tests.plugin_testroutes import plugin as testroutes
+
+
+async def test_document_is_served_and_valid_openapi_3_1(app, client):
+    resp = await client.get("/api/v1/openapi.json")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("application/json")
+    doc = resp.json()
+    assert doc["openapi"] == "3.1.0"
+    validate(doc)  # raises on an invalid document
+
+
+async def test_every_json_route_of_every_plugin_is_documented(app):
+    assert undocumented(app.routes) == []
+
+
+async def test_document_holds_every_route_method_the_app_serves(app, client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    operations = {(m.upper(), p) for p, methods in doc["paths"].items() for m in methods}
+    assert ("POST", "/api/v1/communities/{did}/members/join") in operations
+    assert ("GET", "/api/v1/communities/{did}/membership/check") in operations
+    assert ("DELETE", "/communities/{did}/members/{memberDid}") in operations
+    # a group of alternatives is one path per alternative
+    assert {("POST", "/api/v1/communities/{did}/members/approve"),
+            ("POST", "/api/v1/communities/{did}/members/reject")} <= operations
+    assert ("POST", "/api/v1/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver") in operations
+    # the HTML home page is left out by its declaration; the API document itself is in
+    assert ("GET", "/") not in operations
+    assert ("GET", "/api/v1/openapi.json") in operations
+    if app.pm.has_plugin("hello"):  # the example plugin, when the tests installed it
+        assert ("GET", "/hello") in operations
+    ids = [op["operationId"] for methods in doc["paths"].values() for op in methods.values()]
+    assert len(ids) == len(set(ids))
+
+
+async def test_operations_carry_auth_parameters_and_the_error_shape(app, client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    join = doc["paths"]["/api/v1/communities/{did}/members/join"]["post"]
+    assert join["security"] == [{"apiKey": []}]
+    assert [p["name"] for p in join["parameters"] if p["in"] == "path"] == ["did"]
+    assert join["requestBody"]["content"]["application/json"]["schema"]["required"] == ["userDid"]
+    assert {"201", "202", "400", "401", "404", "413", "415", "429"} <= set(join["responses"])
+    error = join["responses"]["404"]["content"]["application/json"]["schema"]
+    assert error == {"$ref": "#/components/schemas/Error"}
+    assert doc["components"]["schemas"]["Error"]["required"] == ["error", "message"]
+    # a state-changing session route needs the CSRF header too; a session read does not
+    assert doc["paths"]["/communities/{did}/join"]["post"]["security"] == [{"session": [], "csrf": []}]
+    assert doc["paths"]["/users/me"]["get"]["security"] == [{"session": []}]
+    members = doc["paths"]["/api/v1/communities/{did}/members"]["get"]
+    assert {"limit", "cursor", "userDid"} <= {p["name"] for p in members["parameters"]}
+    assert doc["paths"]["/health"]["get"]["security"] == []
+
+
+class TestAnUndeclaredRoute:
+    @pytest.fixture
+    def extra_plugins(self):
+        return (testroutes,)
+
+    async def test_is_reported(self, app, client):
+        missing = undocumented(app.routes)
+        assert any(m.startswith("POST /test/echo ") for m in missing), missing
+        # the document still serves what is declared
+        doc = (await client.get("/api/v1/openapi.json")).json()
+        assert "/test/echo" not in doc["paths"] and "/health" in doc["paths"]
+
+
+async def test_reference_page_is_rendered_on_the_service_with_a_strict_csp(app, client):
+    resp = await client.get("/api/v1/docs")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("text/html")
+    csp = resp.headers["Content-Security-Policy"]
+    assert "unsafe-inline" not in csp and "default-src 'none'" in csp
+    page = resp.text
+    assert "<script" not in page and "http://" not in page.replace("http://127.0.0.1", "") \
+        and "https://" not in page
+    # the one inline style is the one the policy's hash allows
+    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in csp
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    for path in doc["paths"]:
+        assert f"<code>{path}</code>" in page, path
+    assert "/api/v1/openapi.json" in page
