@@ -169,7 +169,8 @@ class Application(tornado.web.Application):
         if self._openapi is None:
             from daemon import __version__
             from daemon.openapi import build_document
-            self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url)
+            self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
+                                           namespace=self.config.atproto.namespace)
         return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:

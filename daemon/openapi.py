@@ -341,8 +341,20 @@ def build_operation(path: str, path_params: list[dict[str, Any]], handler: type,
     return out
 
 
-def build_document(routes: Sequence[tuple], *, version: str, base_url: str | None = None) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of `routes` (as the app serves them)."""
+def _user_method(handler: type, method: str, path: str) -> Any:
+    """The `daemon.proofs.UserMethod` this (handler, method, concrete path) acts by, if any."""
+    spec = (getattr(handler, "user_methods", None) or {}).get(method.upper())
+    if isinstance(spec, dict):
+        return spec.get(path.rsplit("/", 1)[-1])
+    return spec
+
+
+def build_document(routes: Sequence[tuple], *, version: str, base_url: str | None = None,
+                   namespace: str | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of `routes` (as the app serves them). With `namespace`,
+    each operation that acts in a user's name names its method id
+    (``x-atproto-method-id``: the ``lxm`` a proof of that user carries, docs/identity.md)
+    and the body or query field that names the user (``x-atproto-user-field``)."""
     paths: dict[str, dict[str, Any]] = {}
     for pattern, handler in documented_routes(routes):
         for method in implemented_methods(handler):
@@ -352,7 +364,12 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
             variants = path_templates(pattern, handler, method)
             for path, path_params in variants:
                 variant = "." + path.rsplit("/", 1)[-1] if len(variants) > 1 else ""
-                paths.setdefault(path, {})[method] = build_operation(path, path_params, handler, method, op, variant)
+                built = build_operation(path, path_params, handler, method, op, variant)
+                acting = _user_method(handler, method, path) if namespace else None
+                if acting is not None:
+                    built["x-atproto-method-id"] = f"{namespace}.{acting.name}"
+                    built["x-atproto-user-field"] = acting.field
+                paths.setdefault(path, {})[method] = built
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {

@@ -197,3 +197,15 @@ def test_the_replay_cache_forgets_expired_ids_and_stays_bounded() -> None:
     for key in "bcd":
         assert cache.first_use(key, expires=1000, now=150)
     assert len(cache) <= 3
+
+
+@pytest.mark.pds
+async def test_the_openapi_document_names_each_routes_method_id(app: Any, client: Any) -> None:
+    document = (await client.get("/api/v1/openapi.json")).json()
+    listed = (await client.get("/api/v1/method-ids")).json()["methods"]
+    in_document = {(path, method.upper()): op["x-atproto-method-id"]
+                   for path, ops in document["paths"].items() for method, op in ops.items()
+                   if "x-atproto-method-id" in op}
+    assert in_document[("/api/v1/communities/{did}/members/join", "POST")] == f"{NS}.membership.join"
+    assert in_document[("/api/v1/communities/{did}/members/approve", "POST")] == f"{NS}.membership.approve"
+    assert sorted(in_document.values()) == sorted(m["id"] for m in listed)
