@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
-from plugins.webhooks import delivery, handlers, metrics, operator
+from plugins.webhooks import delivery, handlers, metrics, operator, owner
 from plugins.webhooks.settings import WebhooksConfig, check
 
 
@@ -23,7 +23,7 @@ def cr_migrations() -> tuple[str, str]:
 
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
-    return handlers.routes()
+    return handlers.routes() + owner.routes()
 
 
 @hookimpl
