@@ -102,12 +102,13 @@ class PageHandler(BaseHandler):
 
     login_required = False
     form: dict[str, str]
+    form_lists: dict[str, list[str]]   # every value of each field (checkbox groups)
     session_ended = False
 
     async def admit(self) -> None:
         """The core's checks (body cap, rate limits; `auth` is None so no credentials),
         then the optional session. Refusals raised here reach `write_error` as pages."""
-        self.form = {}
+        self.form, self.form_lists = {}, {}
         await super().admit()
         self.principal = await self._optional_session()
         if self.principal is not None:
@@ -118,7 +119,8 @@ class PageHandler(BaseHandler):
     async def post(self, *args: str) -> None:
         """Every form post: the body arrives after `prepare` (bodies are streamed), so the
         form is read and its CSRF token checked here, before `submit` sees it."""
-        self.form = self._parse_form()
+        self.form_lists = self._parse_form()
+        self.form = {k: v[0] for k, v in self.form_lists.items()}
         self._check_form_csrf()
         await self.submit(*args)
 
@@ -141,7 +143,7 @@ class PageHandler(BaseHandler):
             return None
         return principal if principal.kind == "session" else None
 
-    def _parse_form(self) -> dict[str, str]:
+    def _parse_form(self) -> dict[str, list[str]]:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != FORM_TYPE:
             raise ApiError(415, "unsupported_media_type", "Send the form as " + FORM_TYPE + ".")
@@ -153,7 +155,7 @@ class PageHandler(BaseHandler):
             fields = parse_qs(text, keep_blank_values=True, max_num_fields=50)
         except ValueError:
             raise ApiError(400, "bad_request", "The form has too many fields.") from None
-        return {k: v[0] for k, v in fields.items()}
+        return fields
 
     def _check_form_csrf(self) -> None:
         """Like the core's x-csrf-token check, from the hidden field: constant-time,

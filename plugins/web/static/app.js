@@ -27,8 +27,35 @@
     }
   });
 
+  // Copy buttons (hidden without this script): copy the named field and say so.
+  function copyFrom(button) {
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    var status = document.querySelector("[data-copy-status]");
+    function done(ok) {
+      if (status) {
+        status.textContent = ok ? "Copied." : "Select the text and copy it yourself.";
+      }
+    }
+    source.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.value).then(function () { done(true); },
+        function () { done(document.execCommand("copy")); });
+    } else {
+      done(document.execCommand("copy"));
+    }
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (button) {
+      copyFrom(button);
+    }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     syncConditionals();
+    document.querySelectorAll("button[data-copy]").forEach(function (button) {
+      button.hidden = false;
+    });
     // An error summary takes the focus, so screen readers announce it first.
     var summary = document.querySelector("[data-focus]");
     if (summary) {
