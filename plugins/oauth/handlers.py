@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import html
 import logging
 import secrets
 from typing import Any, NoReturn
@@ -102,20 +101,10 @@ class BrowserFacing(BaseHandler):
             sep = "&" if "?" in cfg.error_url else "?"
             self.redirect(f"{cfg.error_url}{sep}{urlencode({'error': code})}")
             return
-        text = ERROR_TEXT.get(code, ERROR_TEXT["login_failed"])
-        self.set_status(status)
-        self.set_header("Content-Type", "text/html; charset=utf-8")
-        self.set_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-        self.finish(
-            "<!doctype html><html lang=en><meta charset=utf-8>"
-            "<meta name=viewport content='width=device-width'><title>Login failed</title>"
-            "<body style='font-family:sans-serif;max-width:36em;margin:3em auto'>"
-            "<h1>Login failed</h1>"
-            f"<p>{html.escape(text)}</p>"
-            + (f"<p><small>{html.escape(detail)}</small></p>" if detail else "")
-            + f"<p><small>Error code: <code>{html.escape(code)}</code> · request "
-            f"<code>{html.escape(self.request_id)}</code></small></p>"
-            "<p><a href='/'>Back</a></p></body></html>")
+        # The web app's layout and stylesheet (no inline style, so no 'unsafe-inline').
+        from plugins.web.base import render_html
+        render_html(self, "login_failed.html", title="Login failed", status=status,
+                    text=ERROR_TEXT.get(code, ERROR_TEXT["login_failed"]), detail=detail, code=code)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         if not self.wants_page():

@@ -19,3 +19,10 @@ def cr_startup(app: Any) -> None:
     # Hash the static files and compile the templates now: a broken template fails at start-up.
     from plugins.web.assets import web_assets
     web_assets(app)
+
+
+@hookimpl
+def cr_not_found(handler: Any) -> Any:
+    # An unknown path that a browser asks for gets the HTML "Page not found" page.
+    from plugins.web.base import not_found_page
+    return not_found_page(handler)

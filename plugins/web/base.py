@@ -91,6 +91,52 @@ SIGN_IN_AGAIN = {
 }
 
 
+def render_html(handler: BaseHandler, template: str, *, title: str, status: int = 200,
+                sign_in_form: bool = False, me: dict[str, Any] | None = None, csrf: str = "",
+                **values: Any) -> None:
+    """Finish `handler`'s answer with a page in the layout, sent with the CSP and the
+    other page headers. Any `BaseHandler` may use it (the core's 404 handler does)."""
+    assets = web_assets(handler.app)
+    if status != 200:
+        handler.set_status(status)
+    handler.put_header("Content-Type", "text/html; charset=utf-8")
+    handler.put_header("Content-Security-Policy", content_security_policy(
+        sign_in_form=sign_in_form, http_allowed=handler.app.config.atproto.allow_insecure_http))
+    handler.put_header("Referrer-Policy", "same-origin")
+    handler.put_header("X-Frame-Options", "DENY")
+    namespace = {
+        "title": title, "me": me, "csrf": csrf,
+        "csrf_field": CSRF_FIELD, "static": assets.url, "path": handler.request.path,
+        "request_id": handler.request_id, "errors": FormErrors(), "urlencode": urlencode,
+        "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
+    }
+    namespace.update(values)
+    handler.finish(assets.templates.load(template).generate(**namespace))
+
+
+#: Paths that stay JSON when unknown: the API and the JSON routes the spec fixes.
+JSON_PREFIXES = ("/api/", "/communities", "/users", "/login", "/logout", "/oauth", "/health",
+                 "/metrics", "/.well-known", "/xrpc")
+
+
+def wants_page(request: Any) -> bool:
+    """A browser asking for a page: GET/HEAD, `Accept` names text/html, and the path is
+    not one of the JSON routes' (`JSON_PREFIXES`)."""
+    accept = request.headers.get("Accept", "")
+    return (request.method in ("GET", "HEAD") and "text/html" in accept.lower()
+            and not request.path.startswith(JSON_PREFIXES))
+
+
+def not_found_page(handler: BaseHandler) -> bool | None:
+    """The `cr_not_found` answer: the "Page not found" page for a browser, else None."""
+    if not wants_page(handler.request):
+        return None
+    handler.clear_header("Content-Type")
+    render_html(handler, "error.html", title="Page not found", status=404, kind="not_found",
+                heading="Page not found", message=None, back="/")
+    return True
+
+
 class SignInRequired(Exception):
     """The page needs a signed-in person (the session is missing or has ended)."""
 
@@ -187,23 +233,8 @@ class PageHandler(BaseHandler):
 
     def render_page(self, template: str, *, title: str, status: int = 200,
                     sign_in_form: bool = False, **values: Any) -> None:
-        assets = web_assets(self.app)
-        if status != 200:
-            self.set_status(status)
-        self.put_header("Content-Type", "text/html; charset=utf-8")
-        self.put_header("Content-Security-Policy", content_security_policy(
-            sign_in_form=sign_in_form,
-            http_allowed=self.app.config.atproto.allow_insecure_http))
-        self.put_header("Referrer-Policy", "same-origin")
-        self.put_header("X-Frame-Options", "DENY")
-        namespace = {
-            "title": title, "me": self.me, "csrf": self.principal.csrf_token if self.principal else "",
-            "csrf_field": CSRF_FIELD, "static": assets.url, "path": self.request.path,
-            "request_id": self.request_id, "errors": FormErrors(), "urlencode": urlencode,
-            "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
-        }
-        namespace.update(values)
-        self.finish(assets.templates.load(template).generate(**namespace))
+        render_html(self, template, title=title, status=status, sign_in_form=sign_in_form, me=self.me,
+                    csrf=self.principal.csrf_token if self.principal else "", **values)
 
     def see_other(self, url: str) -> None:
         """Redirect-after-post: 303, so a reload does not send the form again."""
