@@ -53,12 +53,13 @@ def safe_next(value: Any) -> str | None:
     return value
 
 
-def content_security_policy(*, sign_in_form: bool, http_allowed: bool) -> str:
+def content_security_policy(*, sign_in_form: bool, http_allowed: bool, image_preview: bool = False) -> str:
     """No inline script or style anywhere. Images may come from any PDS (avatars are blob
     URLs on the community's PDS). The sign-in form posts to /login, which redirects to the
     person's own authorization server: a page that holds it must allow that redirect.
-    `http_allowed` (`atproto.allow_insecure_http`, development): PDSes may be plain http."""
-    img = "'self' https:" + (" http:" if http_allowed else "")
+    `http_allowed` (`atproto.allow_insecure_http`, development): PDSes may be plain http.
+    `image_preview`: a page that previews a chosen file shows it from a `blob:` URL."""
+    img = "'self' https:" + (" http:" if http_allowed else "") + (" blob:" if image_preview else "")
     action = "'self'"
     if sign_in_form:
         action += " https:" + (" http:" if http_allowed else "")
@@ -101,7 +102,8 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         handler.set_status(status)
     handler.put_header("Content-Type", "text/html; charset=utf-8")
     handler.put_header("Content-Security-Policy", content_security_policy(
-        sign_in_form=sign_in_form, http_allowed=handler.app.config.atproto.allow_insecure_http))
+        sign_in_form=sign_in_form, http_allowed=handler.app.config.atproto.allow_insecure_http,
+        image_preview=bool(values.get("image_preview"))))
     handler.put_header("Referrer-Policy", "same-origin")
     handler.put_header("X-Frame-Options", "DENY")
     namespace = {

@@ -252,7 +252,7 @@ class SignOutAction(PageHandler):
 
 def routes() -> list[tuple]:
     # "/" is routed by the oauth plugin (plugins/oauth/home.py serves HomePage there).
-    from plugins.web import admin, developer
+    from plugins.web import admin, developer, pictures
     return [
         (STATIC_PATTERN, StaticHandler),
         (r"/discover", DiscoverPage),
@@ -261,4 +261,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes() + developer.routes()
+    ] + admin.routes() + pictures.routes() + developer.routes()

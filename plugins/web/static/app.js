@@ -21,9 +21,33 @@
       }
     });
   }
+  // A chosen picture is shown before it is uploaded (the upload works without this).
+  function preview(input) {
+    var kind = input.getAttribute("data-preview");
+    var img = document.querySelector("img[data-preview-for='" + kind + "']");
+    var empty = document.querySelector("[data-preview-empty='" + kind + "']");
+    var file = input.files && input.files[0];
+    if (!img || !file || !/^image\/(png|jpeg)$/.test(file.type)) {
+      return;
+    }
+    if (img.dataset.objectUrl) {
+      URL.revokeObjectURL(img.dataset.objectUrl);
+    }
+    img.dataset.objectUrl = URL.createObjectURL(file);
+    img.src = img.dataset.objectUrl;
+    img.alt = "Preview of the new " + kind;
+    img.hidden = false;
+    if (empty) {
+      empty.hidden = true;
+    }
+  }
+
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("input[type=radio]")) {
       syncConditionals();
+    }
+    if (event.target.matches && event.target.matches("input[type=file][data-preview]")) {
+      preview(event.target);
     }
   });
 
