@@ -120,7 +120,9 @@ async def test_rate_limit_can_be_lowered_not_raised_and_reset(app, client):
     assert resp.status == 303
     limit = (await client.get(f"/api/v1/apps/{made['appId']}/rate-limit", session=alice)).json()
     assert limit == {"maxRequests": 5, "windowMs": 60000, "custom": True}
-    assert "5 requests per 60 seconds" in (await client.get(f"/apps/{made['appId']}", **cookie(alice))).text
+    page = (await client.get(f"/apps/{made['appId']}", **cookie(alice))).text
+    assert "5 requests per 60 seconds" in page
+    assert 'value="5"' in page and 'value="60"' in page   # the form shows the limit as it is
     resp = await client.post(path, **form(alice, {"maxRequests": str(api.requests * 10),
                                                   "windowSeconds": f"{api.window_seconds:g}"}))
     assert resp.status == 400 and "can only be lower" in resp.text
@@ -172,7 +174,13 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
     hook = (await client.get("/api/v1/webhooks", api_key=key)).json()["webhooks"][0]
     assert hook["events"] == ["member.joined", "member.left"] and hook["communityDid"] == "did:plc:bakers"
     hook_page = f"{base}/webhooks/{hook['webhookId']}"
-    assert "Nothing has been sent yet" in (await client.get(hook_page, **cookie(alice))).text
+    page = (await client.get(hook_page, **cookie(alice))).text
+    assert "Nothing has been sent yet" in page
+    # the settings form shows the webhook as it is
+    assert f'id="url" name="url" type="text" inputmode="url" maxlength="2048" spellcheck="false" ' \
+           f'autocapitalize="none" value="{rec.url}"' in page
+    assert 'value="member.joined" checked' in page and 'value="member.left" checked' in page
+    assert 'value="member.removed" checked' not in page and 'value="bakers.test"' in page
     # an event: a signed delivery, shown in the log
     await emit_events(app, "member.joined", "did:plc:bakers")
     await wait_until(lambda: len(rec.requests) == 1, what="the delivery")

@@ -45,7 +45,7 @@ async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, stat
                         community=row_profile(row), path_of=community_path(row), errors=errors,
                         values=errors.values, requests=pending["pendingMembers"], more=more,
                         notice=NOTICES.get(handler.get_query_argument("done", "")), is_primary=me.is_primary,
-                        max_upload_mb=handler.app.config.plugin("communities").max_upload_bytes / 1_000_000,
+                        max_upload_mb=round(handler.app.config.plugin("communities").max_upload_bytes / 1_048_576, 1),
                         image_preview=True)
 
 

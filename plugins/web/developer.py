@@ -10,6 +10,7 @@ kept anywhere it could be shown again."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
@@ -66,6 +67,17 @@ def field_errors(exc: ApiError, words: dict[str, str], errors: FormErrors) -> No
         errors.general.append(exc.message)
 
 
+def when(stamp: str | None) -> str:
+    """An ISO timestamp as a person reads it: "23 Nov 2026, 20:40:51 UTC"."""
+    if not stamp:
+        return ""
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return stamp
+    return moment.strftime("%-d %b %Y, %H:%M:%S UTC")
+
+
 def limit_words(rate: dict[str, Any]) -> str:
     seconds = rate["windowMs"] / 1000
     return f"{rate['maxRequests']} requests per {seconds:g} seconds"
@@ -78,9 +90,10 @@ class DeveloperPage(PageHandler):
 
     def show(self, template: str, title: str, errors: FormErrors | None = None, status: int = 200,
              **values: Any) -> None:
-        errors = errors or FormErrors()
+        if errors is None:
+            errors = FormErrors()
         self.render_page(template, title=("Error: " + title) if errors else title, status=status,
-                         errors=errors, values=errors.values, event_words=EVENT_WORDS,
+                         errors=errors, values=errors.values, event_words=EVENT_WORDS, when=when,
                          notice=NOTICES.get(self.get_query_argument("done", "")), **values)
 
     def show_secret(self, *, title: str, kind: str, secret: str, onwards: str, **values: Any) -> None:
