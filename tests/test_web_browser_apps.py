@@ -1,7 +1,9 @@
 """The app, webhook and picture journeys through the web app in real headless Chromium,
 against the devnet PDS, with and without JavaScript:
 
-Alice creates an open community and uploads an avatar (previewed first, with JavaScript);
+Alice creates an open community, uploads an avatar (previewed first, with JavaScript),
+sees a file that is not a picture refused next to its field, and uses her own Bluesky
+banner;
 she registers an app, copies its key from the page, and a script (httpx) uses it against
 /api/v1; she rotates the key and the old one is refused. She adds a webhook for her
 community; a loopback receiver gets a signed delivery when Bob joins; the delivery is in
@@ -114,6 +116,35 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
         profile = await pds_record(app, did, "profile")
         assert profile["avatar"]["ref"]["$link"] == row["avatar_cid"]
         assert await a_page.get_by_alt_text("Current avatar").count() == 1
+
+        # a file that is not a picture: refused next to its field, nothing changed
+        (tmp_path / "notes.png").write_bytes(b"these are notes, not a picture")
+        await a_page.get_by_label("Choose a new banner").set_input_files(str(tmp_path / "notes.png"))
+        await a_page.get_by_role("button", name="Upload the banner").click()
+        assert "must be a PNG or JPEG" in await a_page.locator("#banner-error").inner_text()
+        assert await a_page.locator(".error-summary").get_by_role("link").get_attribute("href") == "#banner"
+        await pages.check(a_page, "settings-pictures-error")
+        assert (await communities_store.get_community(app.db, did))["banner_cid"] is None
+
+        # "use my own banner": the banner of Alice's own Bluesky profile, on her PDS
+        banner_png = io.BytesIO()
+        Image.new("RGB", (600, 200), (20, 120, 200)).save(banner_png, "PNG")
+        auth = {"Authorization": f"Bearer {alice['accessJwt']}"}
+        async with httpx.AsyncClient(base_url=devnet.pds_url) as http:
+            blob = (await http.post("/xrpc/com.atproto.repo.uploadBlob", content=banner_png.getvalue(),
+                                    headers={**auth, "Content-Type": "image/png"})).json()["blob"]
+            put = await http.post("/xrpc/com.atproto.repo.putRecord", headers=auth, json={
+                "repo": alice["did"], "collection": "app.bsky.actor.profile", "rkey": "self",
+                "record": {"$type": "app.bsky.actor.profile", "displayName": "Alice", "banner": blob}})
+            assert put.status_code == 200, put.text
+        await a_page.goto(base + community_path + "/settings")
+        await a_page.get_by_role("button", name="Use my own Bluesky banner").click()
+        await a_page.wait_for_url(base + community_path + "/settings?done=banner#pictures")
+        row = await communities_store.get_community(app.db, did)
+        assert row["banner_cid"] and (await pds_record(app, did, "profile"))["banner"]["ref"]["$link"] == row["banner_cid"]
+        await a_page.goto(base + community_path)
+        assert await a_page.locator("img.banner").count() == 1
+        await pages.check(a_page, "community-with-pictures")
 
         # ---- Alice registers an app; a script uses the key she copied
         await a_page.get_by_role("link", name="My apps").click()
