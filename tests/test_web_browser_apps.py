@@ -7,7 +7,9 @@ banner;
 she registers an app, copies its key from the page, and a script (httpx) uses it against
 /api/v1; she rotates the key and the old one is refused. She adds a webhook for her
 community; a loopback receiver gets a signed delivery when Bob joins; the delivery is in
-the page's log, and "Send again" delivers it again. An unknown page is the HTML 404.
+the page's log, and "Send again" delivers it again; she deletes the webhook and
+deactivates the app (its key is refused). With JavaScript the app is registered and its
+key copied by keyboard alone. An unknown page is the HTML 404.
 Each step is checked through the JSON routes, on the PDS or at the receiver; axe and
 screenshots (1280 and 390 px) on every page, as in tests/test_web_browser.py."""
 
@@ -68,6 +70,15 @@ async def shown_secret(page: Any, js: bool) -> str:
         return copied
     assert await page.get_by_role("button", name=re.compile(r"^Copy")).count() == 0  # needs the script
     return value
+
+
+async def tab_to(page: Any, selector: str, most: int = 40) -> None:
+    """Press Tab until the element matching `selector` has the focus."""
+    for _ in range(most):
+        await page.keyboard.press("Tab")
+        if await page.evaluate("s => document.activeElement && document.activeElement.matches(s)", selector):
+            return
+    raise AssertionError(f"Tab never reached {selector}")
 
 
 @pytest.mark.parametrize("js", [True, False], ids=["js", "nojs"])
@@ -150,9 +161,20 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
         await a_page.get_by_role("link", name="My apps").click()
         await a_page.wait_for_url(base + "/apps")
         await pages.check(a_page, "apps-empty")
-        await a_page.get_by_label("Name").fill("Potters bot")
-        await a_page.get_by_label("Domain").fill("bot.potters.example")
-        await a_page.get_by_role("button", name="Register the app").click()
+        if js:  # by keyboard alone: Tab to the form, type, Enter; Tab to Copy, Enter
+            await tab_to(a_page, "#name")
+            await a_page.keyboard.type("Potters bot")
+            await a_page.keyboard.press("Tab")
+            await a_page.keyboard.type("bot.potters.example")
+            await a_page.keyboard.press("Enter")
+            await a_page.locator("h1", has_text="Potters bot is registered").wait_for()
+            await tab_to(a_page, "button[data-copy]")
+            await a_page.keyboard.press("Enter")
+            await a_page.get_by_text("Copied.").wait_for()
+        else:
+            await a_page.get_by_label("Name").fill("Potters bot")
+            await a_page.get_by_label("Domain").fill("bot.potters.example")
+            await a_page.get_by_role("button", name="Register the app").click()
         assert await a_page.locator("h1").inner_text() == "Potters bot is registered"
         key = await shown_secret(a_page, js)
         await pages.check(a_page, "app-key-shown")
@@ -238,5 +260,20 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
         rec.secrets.insert(0, await shown_secret(a_page, js))
         await a_page.goto(base + "/apps")
         await pages.check(a_page, "apps")
+
+        # ---- she deletes the webhook and deactivates the app: the key stops working
+        await a_page.goto(base + hook_path)
+        await a_page.get_by_role("link", name="Delete the webhook").click()
+        await pages.check(a_page, "webhook-delete-confirm")
+        await a_page.get_by_role("button", name="Delete the webhook").click()
+        await a_page.wait_for_url(base + app_path + "?done=webhook_deleted#webhooks")
+        assert (await a_client.get(f"/api/v1{app_path}/webhooks")).json()["webhooks"] == []
+        await a_page.get_by_role("link", name="Deactivate the app").click()
+        await a_page.get_by_role("button", name="Deactivate Potters bot").click()
+        await a_page.wait_for_url(base + app_path + "?done=deactivated")
+        assert "Deactivated" in await a_page.locator("main").inner_text()
+        async with httpx.AsyncClient(base_url=client.base_url) as script:
+            gone = await script.get(f"/api/v1/communities/{did}", headers={"X-Api-Key": new_key})
+            assert gone.status_code == 401
     # the pages that were checked
     assert {"app-key-shown", "webhook-log", "settings-pictures"} <= set(pages.seen)
