@@ -213,3 +213,23 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
 async def _delivered(app, webhook_id: str) -> bool:
     from store import webhooks
     return (await webhooks.delivery_counts(app.db, webhook_id)).get("delivered", 0) >= 1
+
+
+@pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS], indirect=True)
+async def test_every_developer_page_has_the_strict_csp_and_one_h1(app, client):
+    alice = await login_as(app, "did:plc:devalice8", "alice8.test")
+    made = await register_app(client, alice)
+    hook = (await client.post(f"/api/v1/apps/{made['appId']}/webhooks", session=alice,
+                              json={"url": "http://127.0.0.1:9/hook", "events": ["member.joined"]})).json()
+    base = f"/apps/{made['appId']}"
+    for path in ("/apps", base, base + "/rotate", base + "/deactivate", base + "/webhooks/new",
+                 f"{base}/webhooks/{hook['webhookId']}", f"{base}/webhooks/{hook['webhookId']}/rotate",
+                 f"{base}/webhooks/{hook['webhookId']}/delete"):
+        resp = await client.get(path, **cookie(alice))
+        assert resp.status == 200, path
+        csp = resp.headers["Content-Security-Policy"]
+        assert "unsafe-inline" not in csp and "default-src 'none'" in csp, path
+        page = resp.text
+        assert page.count("<h1") == 1, path
+        assert " style=" not in page and not re.search(r"<script(?![^>]*\bsrc=)", page), path
+        assert 'aria-current="page"' in page or 'aria-current="true"' in page, path   # My apps

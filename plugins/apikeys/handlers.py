@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon import validate
-from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.http import BaseHandler, encode_cursor
 from plugins.apikeys import service
 from plugins.apikeys.service import app_json
 from store.db import Row

@@ -164,23 +164,25 @@ class AppPage(DeveloperPage):
     """GET /apps/<id>: the app, its rate limit, its webhooks; links to rotate and deactivate."""
 
     async def get(self, app_id: str) -> None:
-        await self.app_page(app_id, FormErrors())
+        await show_app(self, app_id, FormErrors())
 
-    async def app_page(self, app_id: str, errors: FormErrors, status: int = 200) -> None:
-        app = await self.my_app(app_id)
-        rows = await hooks.list_webhooks(self.app, app_id, 200, None)
-        webhooks = []
-        for row in rows:
-            hook = hooks.webhook_json(row)
-            hook["community"] = await community_label(self, hook["communityDid"])
-            webhooks.append(hook)
-        default_requests, default_window = apps.default_limit(self.app)
-        values = errors.values or {"maxRequests": str(app["rateLimit"]["maxRequests"]),
-                                   "windowSeconds": f"{app['rateLimit']['windowMs'] / 1000:g}"}
-        errors.values = values
-        self.show("dev_app.html", app["name"], errors, status, app=app, webhooks=webhooks,
-                  default_words=f"{default_requests} requests per {default_window:g} seconds",
-                  max_webhooks=hooks.dispatcher(self.app).config.max_webhooks_per_app)
+
+async def show_app(handler: DeveloperPage, app_id: str, errors: FormErrors, status: int = 200) -> None:
+    """The app's page (also the rate-limit form's page when it has mistakes)."""
+    app = await handler.my_app(app_id)
+    most = hooks.dispatcher(handler.app).config.max_webhooks_per_app
+    webhooks = []
+    for row in await hooks.list_webhooks(handler.app, app_id, most, None):
+        hook = hooks.webhook_json(row)
+        hook["community"] = await community_label(handler, hook["communityDid"])
+        webhooks.append(hook)
+    default_requests, default_window = apps.default_limit(handler.app)
+    if not errors.values:
+        errors.values = {"maxRequests": str(app["rateLimit"]["maxRequests"]),
+                         "windowSeconds": f"{app['rateLimit']['windowMs'] / 1000:g}"}
+    handler.show("dev_app.html", app["name"], errors, status, app=app, webhooks=webhooks,
+                 default_words=f"{default_requests} requests per {default_window:g} seconds",
+                 max_webhooks=most)
 
 
 class RateLimitAction(DeveloperPage):
@@ -216,7 +218,7 @@ class RateLimitAction(DeveloperPage):
                 errors.add("maxRequests", "The app's own limit can only be lower than the service's; "
                                           "ask the people who run this service to raise it")
         if errors:
-            await AppPage.app_page(self, app_id, errors, 400)  # type: ignore[arg-type]
+            await show_app(self, app_id, errors, 400)
             return
         self.see_other(f"/apps/{app_id}?done=limit#limit")
 
