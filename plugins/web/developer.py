@@ -170,7 +170,7 @@ class AppPage(DeveloperPage):
 async def show_app(handler: DeveloperPage, app_id: str, errors: FormErrors, status: int = 200) -> None:
     """The app's page (also the rate-limit form's page when it has mistakes)."""
     app = await handler.my_app(app_id)
-    most = hooks.dispatcher(handler.app).config.max_webhooks_per_app
+    most = hooks.settings(handler.app).max_webhooks_per_app
     webhooks = []
     for row in await hooks.list_webhooks(handler.app, app_id, most, None):
         hook = hooks.webhook_json(row)
@@ -385,7 +385,7 @@ class RotateSecretPage(DeveloperPage):
     async def get(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)
         hook = hooks.webhook_json(await hooks.owned(self.app, app_id, webhook_id))
-        overlap = hooks.dispatcher(self.app).config.secret_overlap_seconds
+        overlap = hooks.settings(self.app).secret_overlap_seconds
         self.show("dev_confirm.html", "Make a new signing secret?", app=app, hook=hook,
                   action="rotate_secret", overlap=overlap)
 

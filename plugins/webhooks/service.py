@@ -34,6 +34,11 @@ EVENTS = EVENT_TYPES
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 
 
+def settings(app: "Application") -> Any:
+    """The `webhooks` config section (limits, secret overlap) as the dispatcher holds it."""
+    return dispatcher(app).config
+
+
 def new_webhook_id() -> str:
     return "wh_" + secrets.token_hex(8)
 
