@@ -120,6 +120,38 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
     """
 
 
+@hookspec(firstresult=True)
+def cr_not_found(handler: "BaseHandler") -> bool | None:
+    """Answer a request that no route matched, instead of the core's JSON 404.
+
+    Called by the default handler (`daemon.http.NotFoundHandler`) as it answers 404, with
+    the status already set. Stops at the first non-None result. The web plugin answers
+    browsers (``Accept: text/html``) asking for a page path with an HTML page; API paths
+    keep the JSON error.
+
+    :param handler: the default handler; ``handler.request`` says what was asked for.
+        No credentials have been checked.
+    :return: True after writing the whole answer (``handler.finish(...)``, with its own
+        headers); None to leave the JSON 404 to the core. Must be a plain ``def``: an
+        awaitable result is ignored (and the JSON 404 sent).
+    """
+
+
+@hookspec(firstresult=True)
+def cr_render_page(handler: "BaseHandler", page: str, title: str, status: int,
+                   values: dict[str, Any]) -> bool | None:
+    """Answer `handler` with one of the site's pages, in its layout (a plugin that serves
+    a page of its own, such as the oauth plugin's login failure, asks for it by name).
+
+    :param handler: the handler to finish.
+    :param page: the page's name (the web plugin renders ``<page>.html`` of its templates).
+    :param title: the page's title; `status`: the HTTP status; `values`: what the page shows.
+    :return: True after writing the whole answer; None when no plugin knows the page (the
+        caller then answers plainly). Stops at the first non-None result. Must be a plain
+        ``def``.
+    """
+
+
 # ------------------------------------------------------------------ lifecycle
 
 

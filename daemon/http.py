@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextvars
 import hmac
+import inspect
 import ipaddress
 import json
 import logging
@@ -612,10 +613,20 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
 
 
 class NotFoundHandler(BaseHandler):
-    """The default handler: JSON 404 for unknown routes."""
+    """The default handler: JSON 404 for unknown routes, unless a plugin answers the
+    request itself (`cr_not_found`: the web plugin's HTML page for browsers)."""
 
     async def admit(self) -> None:
         raise ApiError(404, "not_found", f"No route for {self.request.method} {self.request.path}.")
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if status_code == 404:
+            answered = self.app.pm.hook.cr_not_found(handler=self)
+            if inspect.isawaitable(answered):
+                getattr(answered, "close", lambda: None)()  # a coroutine: never awaited
+            elif answered is True and self._finished:
+                return
+        super().write_error(status_code, **kwargs)
 
 
 class HealthHandler(BaseHandler):

@@ -27,7 +27,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
 )
 
 # Hooks whose implementations must be plain functions (see daemon.hookspecs).
-_SYNC_ONLY_HOOKS = ("cr_authenticate", "cr_user_repo")
+_SYNC_ONLY_HOOKS = ("cr_authenticate", "cr_user_repo", "cr_not_found", "cr_render_page")
 
 
 class PluginError(Exception):

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from daemon import hookimpl
+
+#: The modules a plugin that declares this one in `cr_plugin_requires` may import: the app rules (register, rotate, deactivate, rate limit), shared with the developer pages.
+PUBLIC_MODULES = ('service',)
 from plugins.apikeys import handlers
 from plugins.apikeys.auth import authenticate_api_key
 from plugins.apikeys.operator import cli_commands

@@ -7,30 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from daemon import validate
-from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.http import BaseHandler, encode_cursor
 from daemon.openapi import BOOLEAN, DATETIME, DATETIME_OR_NULL, INTEGER, STRING, obj, operation, page
-from plugins.apikeys.keys import hash_key, new_app_id, new_key
-from store import apps as apps_store
+from plugins.apikeys import service
+from plugins.apikeys.service import app_json
 from store.db import Row
 
 APP_ID = r"(app_[0-9a-f]{16})"
-
-
-def app_json(row: Row, default_limit: tuple[int, float]) -> dict[str, Any]:
-    custom = row["rate_limit_requests"] is not None
-    requests = row["rate_limit_requests"] if custom else default_limit[0]
-    window = row["rate_limit_window_seconds"] if custom else default_limit[1]
-    return {
-        "appId": row["id"],
-        "name": row["name"],
-        "domain": row["domain"],
-        "active": bool(row["active"]),
-        "rateLimit": {"maxRequests": int(requests), "windowMs": int(window * 1000), "custom": custom},
-        "createdAt": row["created_at"],
-        "updatedAt": row["updated_at"],
-        "keyRotatedAt": row["key_rotated_at"],
-        "deactivatedAt": row["deactivated_at"],
-    }
 
 
 RATE_LIMIT = obj({"maxRequests": INTEGER, "windowMs": INTEGER, "custom": BOOLEAN},
@@ -45,28 +28,19 @@ DOMAIN = {"type": "string", "minLength": 1, "maxLength": 253, "description": "a 
 
 
 class AppsBase(BaseHandler):
+    """The rules live in plugins/apikeys/service.py (shared with the developer pages)."""
+
     auth = "session"
 
     @property
     def default_limit(self) -> tuple[int, float]:
-        api = self.app.config.rate_limits.api
-        return (api.requests, api.window_seconds)
+        return service.default_limit(self.app)
 
     async def owned_app(self, app_id: str) -> Row:
-        row = await apps_store.get_app(self.app.db, app_id)
-        if row is None or row["owner_did"] != self.principal.did:
-            raise ApiError(404, "app_not_found", "No app with this id among yours.")
-        return row
+        return await service.owned_app(self.app, self.principal.did, app_id)
 
     def name_and_domain(self, body: dict[str, Any], required: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        name = validate.string(body, "name", required=required, min_len=3, max_len=100)
-        if name is not None:
-            out["name"] = name
-        domain = validate.string(body, "domain", required=required, min_len=1, max_len=253)
-        if domain is not None:
-            out["domain"] = validate.hostname(domain)
-        return out
+        return service.app_fields(body, required)
 
 
 class RegisterHandler(AppsBase):
@@ -74,17 +48,7 @@ class RegisterHandler(AppsBase):
                ["name", "domain"]), responses={201: APP_WITH_KEY}, errors={409: "domain_taken, too_many_apps"})
     async def post(self) -> None:
         fields = self.name_and_domain(self.json_body(), required=True)
-        key, app_id, now = new_key(), new_app_id(), self.app.clock.iso_now()
-        most = self.app.config.plugin("apikeys").max_apps_per_owner
-        async with self.app.db.transaction("apps.register") as tx:
-            if await apps_store.count_active_tx(tx, self.principal.did) >= most:
-                raise ApiError(409, "too_many_apps",
-                               f"You have {most} active apps, the most allowed; deactivate one first.")
-            if await apps_store.active_domain_taken_tx(tx, self.principal.did, fields["domain"]):
-                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-            await apps_store.insert_app_tx(tx, app_id=app_id, owner_did=self.principal.did,
-                                           key_hash=hash_key(key), now=now, **fields)
-            row = await apps_store.get_app_tx(tx, app_id)
+        row, key = await service.register(self.app, self.principal.did, **fields)
         self.send_json({**app_json(row, self.default_limit), "apiKey": key}, 201)
 
 
@@ -92,8 +56,8 @@ class ListHandler(AppsBase):
     @operation("Your apps", paged=True, responses={200: page("apps", APP)})
     async def get(self) -> None:
         limit, after = self.page_params(2, "ss")
-        rows = await apps_store.list_apps(self.app.db, self.principal.did, limit + 1,
-                                          tuple(after) if after else None)
+        rows = await service.list_apps(self.app, self.principal.did, limit + 1,
+                                       tuple(after) if after else None)
         out: dict[str, Any] = {"apps": [app_json(r, self.default_limit) for r in rows[:limit]]}
         if len(rows) > limit:
             last = rows[limit - 1]
@@ -110,24 +74,12 @@ class AppHandler(AppsBase):
                responses={200: APP}, errors={409: "app_deactivated, domain_taken"})
     async def put(self, app_id: str) -> None:
         fields = self.name_and_domain(self.json_body(), required=False)
-        await self.owned_app(app_id)
-        async with self.app.db.transaction("apps.update") as tx:
-            row = await apps_store.get_app_tx(tx, app_id)
-            if not row["active"]:
-                raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
-            if "domain" in fields and await apps_store.active_domain_taken_tx(
-                    tx, self.principal.did, fields["domain"], except_id=app_id):
-                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-            await apps_store.update_app_tx(tx, app_id, self.app.clock.iso_now(), **fields)
-            row = await apps_store.get_app_tx(tx, app_id)
+        row = await service.update(self.app, self.principal.did, app_id, **fields)
         self.send_json(app_json(row, self.default_limit))
 
     @operation("Deactivate an app: its key stops working at once", responses={200: APP})
     async def delete(self, app_id: str) -> None:
-        await self.owned_app(app_id)
-        async with self.app.db.transaction("apps.deactivate") as tx:
-            await apps_store.deactivate_tx(tx, app_id, self.app.clock.iso_now())
-            row = await apps_store.get_app_tx(tx, app_id)
+        row = await service.deactivate(self.app, self.principal.did, app_id)
         self.send_json(app_json(row, self.default_limit))
 
 
@@ -135,14 +87,7 @@ class RotateKeyHandler(AppsBase):
     @operation("A new API key (shown once); the old one stops working at once",
                responses={200: APP_WITH_KEY}, errors={409: "app_deactivated"})
     async def post(self, app_id: str) -> None:
-        await self.owned_app(app_id)
-        key = new_key()
-        async with self.app.db.transaction("apps.rotate_key") as tx:
-            row = await apps_store.get_app_tx(tx, app_id)
-            if not row["active"]:
-                raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
-            await apps_store.set_key_hash_tx(tx, app_id, hash_key(key), self.app.clock.iso_now())
-            row = await apps_store.get_app_tx(tx, app_id)
+        row, key = await service.rotate_key(self.app, self.principal.did, app_id)
         self.send_json({**app_json(row, self.default_limit), "apiKey": key})
 
 
@@ -157,28 +102,16 @@ class RateLimitHandler(AppsBase):
         "windowMs": {"type": ["integer", "null"], "minimum": 1000, "maximum": 86_400_000}}),
         responses={200: RATE_LIMIT}, errors={403: "limit_above_default"})
     async def put(self, app_id: str) -> None:
-        """An owner may lower the app's limit (to protect their own quota), never raise it
-        above the service default: raising is the operator's (`commonroom app-rate-limit`)."""
+        """An owner may lower the app's limit, never raise it (service.check_rate_limit);
+        both fields null (or absent) go back to the service default."""
         body = self.json_body()
         await self.owned_app(app_id)
-        reset = body.get("maxRequests") is None and body.get("windowMs") is None
-        if reset:
-            requests, window = None, None
-        else:
+        requests: int | None = None
+        window: float | None = None
+        if not (body.get("maxRequests") is None and body.get("windowMs") is None):
             requests = validate.integer(body, "maxRequests", minimum=1, maximum=1_000_000)
-            window_ms = validate.integer(body, "windowMs", minimum=1000, maximum=86_400_000)
-            window = window_ms / 1000.0
-            default_requests, default_window = self.default_limit
-            if requests > default_requests or requests / window > default_requests / default_window:
-                raise ApiError(403, "limit_above_default",
-                               f"An app's own limit can only be lower than the service's "
-                               f"({default_requests} per {default_window:g} s); ask the operator "
-                               "to raise it.")
-        async with self.app.db.transaction("apps.rate_limit") as tx:
-            await apps_store.update_app_tx(tx, app_id, self.app.clock.iso_now(),
-                                           rate_limit_requests=requests,
-                                           rate_limit_window_seconds=window)
-            row = await apps_store.get_app_tx(tx, app_id)
+            window = validate.integer(body, "windowMs", minimum=1000, maximum=86_400_000) / 1000.0
+        row = await service.set_rate_limit(self.app, self.principal.did, app_id, requests, window)
         self.send_json(app_json(row, self.default_limit)["rateLimit"])
 
 

@@ -8,9 +8,9 @@ from typing import Any
 from daemon import hookimpl
 
 #: The modules a plugin that declares `communities` in `cr_plugin_requires` may import:
-#: the operations (`service`), the request helpers the JSON routes use (`common`) and the
-#: JSON shapes (`views`). Everything else here is private (docs/plugins.md).
-PUBLIC_MODULES = ("service", "common", "views")
+#: the operations (`service`), the request helpers the JSON routes use (`common`), the
+#: JSON shapes (`views`) and the picture uploads (`uploads`). Everything else here is private (docs/plugins.md).
+PUBLIC_MODULES = ("service", "common", "views", "uploads")
 
 
 @hookimpl

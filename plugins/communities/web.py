@@ -4,7 +4,6 @@ membership record through their OAuth session), and the admin pages' routes (spe
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import tornado.httputil
@@ -13,9 +12,8 @@ from daemon import validate
 
 from daemon.http import ApiError, BaseHandler
 from daemon.openapi import BOOLEAN, DID, obj, operation
-from plugins.communities import common, service
+from plugins.communities import common, service, uploads
 from plugins.communities import schemas as S
-from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
 from store.db import Row
 
@@ -121,15 +119,7 @@ class ImageHandler(WebBase):
             data = self._form_file()
         else:
             data = self.body
-        limit = self.app.config.plugin("communities").max_upload_bytes
-        if len(data) > limit:
-            raise ApiError(413, "payload_too_large", f"The image is larger than {limit} bytes.")
-        image = await clean_image(data, kind, limit)
-        repo = await service.community_repo_for(self.app, row["did"])
-        blob = await service.pds(repo.upload_blob(image.data, image.mime))
-        from daemon.atproto.pds import blob_cid
-        await service.update_profile(self.app, row, self.me,
-                                     **{kind: (blob_cid(blob), image.mime, len(image.data))})
+        await uploads.set_image(self.app, row, self.me, kind, data)
         self.send_json(await common.created(self, row["did"], self.principal.did))
 
     def _form_file(self) -> bytes:
@@ -149,42 +139,7 @@ class ImageHandler(WebBase):
         return found[0]["body"]
 
     async def _profile_banner(self) -> bytes:
-        """The user's banner, streamed: at most `max_upload_bytes` are read (413 beyond),
-        and the whole fetch is bounded by `communities.banner_fetch_timeout_seconds`."""
-        from daemon.atproto.pds import read_user_profile
-        profile = await service.pds(read_user_profile(self.app, self.principal.did))
-        url = (profile or {}).get("banner")
-        if not url:
-            raise ApiError(404, "no_profile_banner", "Your profile has no banner to reuse.")
-        cfg = self.app.config.plugin("communities")
-        limit = cfg.max_upload_bytes
-
-        async def fetch() -> bytes:
-            async with self.app.http.stream("GET", url) as resp:
-                if resp.status_code != 200:
-                    raise ApiError(502, "pds_error", f"Your PDS answered {resp.status_code} for your banner.")
-                declared = resp.headers.get("Content-Length")
-                if declared and declared.isdigit() and int(declared) > limit:
-                    raise ApiError(413, "payload_too_large",
-                                   f"Your profile banner is larger than {limit} bytes; upload a smaller image.")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in resp.aiter_bytes():
-                    size += len(chunk)
-                    if size > limit:
-                        raise ApiError(413, "payload_too_large",
-                                       f"Your profile banner is larger than {limit} bytes; upload a smaller image.")
-                    chunks.append(chunk)
-                return b"".join(chunks)
-
-        try:
-            return await asyncio.wait_for(fetch(), cfg.banner_fetch_timeout_seconds)
-        except ApiError:
-            raise
-        except asyncio.TimeoutError:
-            raise ApiError(502, "pds_error", "Your PDS took too long to send your banner.") from None
-        except Exception as exc:  # noqa: BLE001
-            raise ApiError(502, "pds_error", f"Could not fetch your banner: {exc}") from None
+        return await uploads.profile_banner(self.app, self.principal.did)
 
 
 class MembersHandler(WebBase):

@@ -8,11 +8,16 @@ from typing import Any
 from daemon import hookimpl
 
 
+#: Plugins the pages use when they are enabled, and do without otherwise (the developer
+#: pages show webhooks only with `webhooks`). Their PUBLIC_MODULES may be imported too.
+OPTIONAL_PLUGINS = ("webhooks",)
+
+
 @hookimpl
 def cr_plugin_requires() -> list[str]:
-    # The pages are a thin layer over the communities service (its public modules, see
-    # PUBLIC_MODULES there), and sign-out ends the OAuth grant.
-    return ["communities", "oauth"]
+    # The pages are a thin layer over the services of these plugins (their public modules,
+    # see PUBLIC_MODULES in each), and sign-out ends the OAuth grant.
+    return ["communities", "oauth", "apikeys"]
 
 
 @hookimpl
@@ -26,3 +31,21 @@ def cr_startup(app: Any) -> None:
     # Hash the static files and compile the templates now: a broken template fails at start-up.
     from plugins.web.assets import web_assets
     web_assets(app)
+
+
+@hookimpl
+def cr_render_page(handler: Any, page: str, title: str, status: int, values: dict[str, Any]) -> Any:
+    # Pages other plugins ask for by name (the oauth plugin's login failure).
+    from plugins.web.assets import TEMPLATE_DIR
+    from plugins.web.base import render_html
+    if not (TEMPLATE_DIR / f"{page}.html").is_file():
+        return None
+    render_html(handler, f"{page}.html", title=title, status=status, **values)
+    return True
+
+
+@hookimpl
+def cr_not_found(handler: Any) -> Any:
+    # An unknown path that a browser asks for gets the HTML "Page not found" page.
+    from plugins.web.base import not_found_page
+    return not_found_page(handler)

@@ -44,12 +44,16 @@ async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, stat
     handler.render_page("settings.html", title=("Error: " + title) if errors else title, status=status,
                         community=row_profile(row), path_of=community_path(row), errors=errors,
                         values=errors.values, requests=pending["pendingMembers"], more=more,
-                        notice=NOTICES.get(handler.get_query_argument("done", "")), is_primary=me.is_primary)
+                        notice=NOTICES.get(handler.get_query_argument("done", "")), is_primary=me.is_primary,
+                        max_upload_mb=round(handler.app.config.plugin("communities").max_upload_bytes / 1_048_576, 1),
+                        image_preview=True)
 
 
-def row_profile(row: Any) -> dict[str, str]:
+def row_profile(row: Any) -> dict[str, Any]:
+    from plugins.communities.views import image_url
     return {"displayName": row["display_name"], "description": row["description"] or "",
-            "type": row["type"], "handle": row["handle"], "did": row["did"]}
+            "type": row["type"], "handle": row["handle"], "did": row["did"],
+            "avatar": image_url(row, "avatar"), "banner": image_url(row, "banner")}
 
 
 class ProfileAction(PageHandler):

@@ -53,12 +53,13 @@ def safe_next(value: Any) -> str | None:
     return value
 
 
-def content_security_policy(*, sign_in_form: bool, http_allowed: bool) -> str:
+def content_security_policy(*, sign_in_form: bool, http_allowed: bool, image_preview: bool = False) -> str:
     """No inline script or style anywhere. Images may come from any PDS (avatars are blob
     URLs on the community's PDS). The sign-in form posts to /login, which redirects to the
     person's own authorization server: a page that holds it must allow that redirect.
-    `http_allowed` (`atproto.allow_insecure_http`, development): PDSes may be plain http."""
-    img = "'self' https:" + (" http:" if http_allowed else "")
+    `http_allowed` (`atproto.allow_insecure_http`, development): PDSes may be plain http.
+    `image_preview`: a page that previews a chosen file shows it from a `blob:` URL."""
+    img = "'self' https:" + (" http:" if http_allowed else "") + (" blob:" if image_preview else "")
     action = "'self'"
     if sign_in_form:
         action += " https:" + (" http:" if http_allowed else "")
@@ -91,6 +92,53 @@ SIGN_IN_AGAIN = {
 }
 
 
+def render_html(handler: BaseHandler, template: str, *, title: str, status: int = 200,
+                sign_in_form: bool = False, me: dict[str, Any] | None = None, csrf: str = "",
+                **values: Any) -> None:
+    """Finish `handler`'s answer with a page in the layout, sent with the CSP and the
+    other page headers. Any `BaseHandler` may use it (the core's 404 handler does)."""
+    assets = web_assets(handler.app)
+    if status != 200:
+        handler.set_status(status)
+    handler.put_header("Content-Type", "text/html; charset=utf-8")
+    handler.put_header("Content-Security-Policy", content_security_policy(
+        sign_in_form=sign_in_form, http_allowed=handler.app.config.atproto.allow_insecure_http,
+        image_preview=bool(values.get("image_preview"))))
+    handler.put_header("Referrer-Policy", "same-origin")
+    handler.put_header("X-Frame-Options", "DENY")
+    namespace = {
+        "title": title, "me": me, "csrf": csrf,
+        "csrf_field": CSRF_FIELD, "static": assets.url, "path": handler.request.path,
+        "request_id": handler.request_id, "errors": FormErrors(), "urlencode": urlencode,
+        "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
+    }
+    namespace.update(values)
+    handler.finish(assets.templates.load(template).generate(**namespace))
+
+
+#: Paths that stay JSON when unknown: the API and the JSON routes the spec fixes.
+JSON_PREFIXES = ("/api/", "/communities", "/users", "/login", "/logout", "/oauth", "/health",
+                 "/metrics", "/.well-known", "/xrpc")
+
+
+def wants_page(request: Any) -> bool:
+    """A browser asking for a page: GET/HEAD, `Accept` names text/html, and the path is
+    not one of the JSON routes' (`JSON_PREFIXES`)."""
+    accept = request.headers.get("Accept", "")
+    return (request.method in ("GET", "HEAD") and "text/html" in accept.lower()
+            and not request.path.startswith(JSON_PREFIXES))
+
+
+def not_found_page(handler: BaseHandler) -> bool | None:
+    """The `cr_not_found` answer: the "Page not found" page for a browser, else None."""
+    if not wants_page(handler.request):
+        return None
+    handler.clear_header("Content-Type")
+    render_html(handler, "error.html", title="Page not found", status=404, kind="not_found",
+                heading="Page not found", message=None, back="/")
+    return True
+
+
 class SignInRequired(Exception):
     """The page needs a signed-in person (the session is missing or has ended)."""
 
@@ -103,12 +151,13 @@ class PageHandler(BaseHandler):
     login_required = False
     serves_html = True  # pages for people: not in the OpenAPI document
     form: dict[str, str]
+    form_lists: dict[str, list[str]]   # every value of each field (checkbox groups)
     session_ended = False
 
     async def admit(self) -> None:
         """The core's checks (body cap, rate limits; `auth` is None so no credentials),
         then the optional session. Refusals raised here reach `write_error` as pages."""
-        self.form = {}
+        self.form, self.form_lists = {}, {}
         await super().admit()
         self.principal = await self._optional_session()
         if self.principal is not None:
@@ -119,7 +168,8 @@ class PageHandler(BaseHandler):
     async def post(self, *args: str) -> None:
         """Every form post: the body arrives after `prepare` (bodies are streamed), so the
         form is read and its CSRF token checked here, before `submit` sees it."""
-        self.form = self._parse_form()
+        self.form_lists = self._parse_form()
+        self.form = {k: v[0] for k, v in self.form_lists.items()}
         self._check_form_csrf()
         await self.submit(*args)
 
@@ -142,7 +192,7 @@ class PageHandler(BaseHandler):
             return None
         return principal if principal.kind == "session" else None
 
-    def _parse_form(self) -> dict[str, str]:
+    def _parse_form(self) -> dict[str, list[str]]:
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
         if ctype != FORM_TYPE:
             raise ApiError(415, "unsupported_media_type", "Send the form as " + FORM_TYPE + ".")
@@ -154,7 +204,7 @@ class PageHandler(BaseHandler):
             fields = parse_qs(text, keep_blank_values=True, max_num_fields=50)
         except ValueError:
             raise ApiError(400, "bad_request", "The form has too many fields.") from None
-        return {k: v[0] for k, v in fields.items()}
+        return fields
 
     def _check_form_csrf(self) -> None:
         """Like the core's x-csrf-token check, from the hidden field: constant-time,
@@ -186,23 +236,8 @@ class PageHandler(BaseHandler):
 
     def render_page(self, template: str, *, title: str, status: int = 200,
                     sign_in_form: bool = False, **values: Any) -> None:
-        assets = web_assets(self.app)
-        if status != 200:
-            self.set_status(status)
-        self.put_header("Content-Type", "text/html; charset=utf-8")
-        self.put_header("Content-Security-Policy", content_security_policy(
-            sign_in_form=sign_in_form,
-            http_allowed=self.app.config.atproto.allow_insecure_http))
-        self.put_header("Referrer-Policy", "same-origin")
-        self.put_header("X-Frame-Options", "DENY")
-        namespace = {
-            "title": title, "me": self.me, "csrf": self.principal.csrf_token if self.principal else "",
-            "csrf_field": CSRF_FIELD, "static": assets.url, "path": self.request.path,
-            "request_id": self.request_id, "errors": FormErrors(), "urlencode": urlencode,
-            "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
-        }
-        namespace.update(values)
-        self.finish(assets.templates.load(template).generate(**namespace))
+        render_html(self, template, title=title, status=status, sign_in_form=sign_in_form, me=self.me,
+                    csrf=self.principal.csrf_token if self.principal else "", **values)
 
     def see_other(self, url: str) -> None:
         """Redirect-after-post: 303, so a reload does not send the form again."""

@@ -251,7 +251,7 @@ class SignOutAction(PageHandler):
 
 
 def routes() -> list[tuple]:
-    from plugins.web import admin
+    from plugins.web import admin, developer, pictures
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
@@ -261,4 +261,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes()
+    ] + admin.routes() + pictures.routes() + developer.routes()

@@ -19,6 +19,8 @@ NOTICES = {
     "withdrawn": "Your request to join was withdrawn.",
     "created": "Your community is ready. You are its primary admin.",
     "profile": "The profile is saved.",
+    "avatar": "The new avatar is saved.",
+    "banner": "The new banner is saved.",
     "approved": "The request was approved: they are a member now.",
     "rejected": "The request was declined.",
     "gone": "That request was already answered or withdrawn.",

@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon import hookimpl
-from plugins.webhooks import delivery, handlers, metrics, operator
+
+#: The modules a plugin that declares this one in `cr_plugin_requires` may import: the webhook rules, shared with the developer pages.
+PUBLIC_MODULES = ('service',)
+from plugins.webhooks import delivery, handlers, metrics, operator, owner
 from plugins.webhooks.settings import WebhooksConfig, check
 
 
@@ -30,7 +33,7 @@ def cr_migrations() -> tuple[str, str]:
 
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
-    return handlers.routes()
+    return handlers.routes() + owner.routes()
 
 
 @hookimpl

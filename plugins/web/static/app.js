@@ -21,14 +21,65 @@
       }
     });
   }
+  // A chosen picture is shown before it is uploaded (the upload works without this).
+  function preview(input) {
+    var kind = input.getAttribute("data-preview");
+    var img = document.querySelector("img[data-preview-for='" + kind + "']");
+    var empty = document.querySelector("[data-preview-empty='" + kind + "']");
+    var file = input.files && input.files[0];
+    if (!img || !file || !/^image\/(png|jpeg)$/.test(file.type)) {
+      return;
+    }
+    if (img.dataset.objectUrl) {
+      URL.revokeObjectURL(img.dataset.objectUrl);
+    }
+    img.dataset.objectUrl = URL.createObjectURL(file);
+    img.src = img.dataset.objectUrl;
+    img.alt = "Preview of the new " + kind;
+    img.hidden = false;
+    if (empty) {
+      empty.hidden = true;
+    }
+  }
+
   document.addEventListener("change", function (event) {
     if (event.target.matches && event.target.matches("input[type=radio]")) {
       syncConditionals();
+    }
+    if (event.target.matches && event.target.matches("input[type=file][data-preview]")) {
+      preview(event.target);
+    }
+  });
+
+  // Copy buttons (hidden without this script): copy the named field and say so.
+  function copyFrom(button) {
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    var status = document.querySelector("[data-copy-status]");
+    function done(ok) {
+      if (status) {
+        status.textContent = ok ? "Copied." : "Select the text and copy it yourself.";
+      }
+    }
+    source.select();
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(source.value).then(function () { done(true); },
+        function () { done(document.execCommand("copy")); });
+    } else {
+      done(document.execCommand("copy"));
+    }
+  }
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("button[data-copy]");
+    if (button) {
+      copyFrom(button);
     }
   });
 
   document.addEventListener("DOMContentLoaded", function () {
     syncConditionals();
+    document.querySelectorAll("button[data-copy]").forEach(function (button) {
+      button.hidden = false;
+    });
     // An error summary takes the focus, so screen readers announce it first.
     var summary = document.querySelector("[data-focus]");
     if (summary) {

@@ -1,0 +1,82 @@
+"""The settings page's pictures: upload an avatar or banner (a multipart form with the
+hidden CSRF field; works without JavaScript, which only adds a preview), or use my own
+Bluesky banner. Both go through the communities plugin's upload path
+(`plugins/communities/uploads.py`: decoded, capped and re-encoded there, then stored in the
+community's repo), the same one `POST /communities/:did/avatar|banner` takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tornado.httputil
+
+from daemon.http import ApiError
+from plugins.communities import common, uploads
+from plugins.communities.service import Actor
+from plugins.web.admin import row_profile, show_settings
+from plugins.web.base import FormErrors, PageHandler
+from plugins.web.shared import IDENT, community_path, community_row
+
+#: Refusals of an image, in words, by error code.
+_IMAGE_WORDS = {
+    "unsupported_image": "The file must be a PNG or JPEG image",
+    "image_too_large": None,        # the service's message names the size and the caps
+    "payload_too_large": None,
+    "no_profile_banner": "Your own profile has no banner to use",
+}
+
+
+class PictureAction(PageHandler):
+    """POST /c/<ident>/settings/(avatar|banner): the form's file `image`; for the banner
+    `fromProfile=yes` uses the person's own Bluesky banner instead. Then back (303)."""
+
+    login_required = True
+
+    def body_limit(self) -> int:
+        # room for the multipart framing around an image of the allowed size
+        return self.app.config.plugin("communities").max_upload_bytes + 16 * 1024
+
+    def form_page(self) -> str:
+        return self.request.path.rsplit("/", 1)[0]
+
+    def _parse_form(self) -> dict[str, list[str]]:
+        """A multipart form (the file input), or a plain one (the "use my banner" button)."""
+        ctype = self.request.headers.get("Content-Type", "")
+        if ctype.split(";")[0].strip().lower() != "multipart/form-data":
+            return super()._parse_form()
+        fields: dict[str, list[bytes]] = {}
+        self.files: dict[str, list[Any]] = {}
+        try:
+            tornado.httputil.parse_body_arguments(ctype, self.body, fields, self.files)
+        except Exception:  # noqa: BLE001 - HTTPInputError and the like: not a form we sent
+            raise ApiError(400, "bad_request", "The form could not be read.") from None
+        return {k: [v.decode("utf-8", "replace") for v in vs] for k, vs in fields.items()}
+
+    async def submit(self, ident: str, kind: str) -> None:
+        assert self.principal is not None
+        row = await community_row(self, ident)
+        await common.require_admin(self, row, self.principal.did)
+        me = Actor(self.principal.did, None, proven=True)
+        errors = FormErrors(values=row_profile(row))
+        try:
+            if kind == "banner" and self.form.get("fromProfile") == "yes":
+                data = await uploads.profile_banner(self.app, self.principal.did)
+            else:
+                found = [f for f in getattr(self, "files", {}).get("image", []) if f["body"]]
+                if not found:
+                    errors.add(kind, f"Choose an image file for the {kind}")
+                    await show_settings(self, row, errors, 400)
+                    return
+                data = found[0]["body"]
+            await uploads.set_image(self.app, row, me, kind, data)
+        except ApiError as exc:
+            if exc.code not in _IMAGE_WORDS:
+                raise
+            errors.add(kind, _IMAGE_WORDS[exc.code] or exc.message.rstrip("."))
+            await show_settings(self, row, errors, exc.status)
+            return
+        self.see_other(f"{community_path(row)}/settings?done={kind}#pictures")
+
+
+def routes() -> list[tuple]:
+    return [(r"/c/" + IDENT + r"/settings/(avatar|banner)", PictureAction)]

@@ -1,0 +1,241 @@
+"""The webhook rules, in one place for the app's routes (/api/v1/webhooks, API key), the
+owner's routes (/api/v1/apps/:appId/webhooks, browser session) and the developer pages:
+an app sees only its own webhooks; targets pass the outbound guard; a community scope
+must be one the app may see; at most `webhooks.max_webhooks_per_app`; secrets are sealed
+at rest and shown once (on create and rotate); redelivery only of kept events, to an
+active webhook.
+
+This is the plugin's public module: other plugins call these functions and nothing else
+of this package."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from daemon import validate
+from daemon.atproto.syntax import is_did
+from daemon.clock import iso
+from daemon.events import EVENT_TYPES
+from daemon.http import ApiError
+from daemon.netguard import TargetRefused
+from daemon.access import app_can_see_tx
+from plugins.webhooks import signing
+from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
+from store import webhooks as store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:
+    from daemon.app import Application
+
+#: Every event type a webhook may subscribe to (docs/webhooks.md).
+EVENTS = EVENT_TYPES
+DELIVERY_STATUSES = ("pending", "delivered", "failed")
+
+
+def settings(app: "Application") -> Any:
+    """The `webhooks` config section (limits, secret overlap) as the dispatcher holds it."""
+    return dispatcher(app).config
+
+
+def new_webhook_id() -> str:
+    return "wh_" + secrets.token_hex(8)
+
+
+def webhook_json(row: Row) -> dict[str, Any]:
+    return {
+        "webhookId": row["id"],
+        "url": row["url"],
+        "events": json.loads(row["events_json"] or "[]"),
+        "communityDid": row["community_did"],
+        "active": bool(row["active"]),
+        "disabledReason": row["disabled_reason"],
+        "disabledAt": row["disabled_at"],
+        "createdAt": row["created_at"],
+        "updatedAt": row["updated_at"],
+        "secretRotatedAt": row["secret_rotated_at"],
+    }
+
+
+def delivery_json(row: Row) -> dict[str, Any]:
+    return {
+        "deliveryId": row["id"],
+        "eventId": row["event_id"],
+        "eventType": row["event_type"],
+        "status": row["status"],
+        "attempts": row["attempts"],
+        "statusCode": row["status_code"],
+        "error": row["error"],
+        "createdAt": row["created_at"],
+        "firstAttemptAt": row["first_attempt_at"],
+        "lastAttemptAt": row["last_attempt_at"],
+        "nextAttemptAt": iso(row["next_attempt_at"]) if row["status"] == "pending" else None,
+        "completedAt": row["completed_at"],
+        "redeliveryOf": row["redelivery_of"],
+    }
+
+
+# ------------------------------------------------------------------ input
+
+
+async def checked_url(app: "Application", body: dict[str, Any], required: bool) -> str | None:
+    """`url`, refused (400 on the field) unless the outbound guard allows the target."""
+    url = validate.string(body, "url", required=required, min_len=1, max_len=2048)
+    if url is None:
+        return None
+    try:
+        await dispatcher(app).guard.check(url)
+    except TargetRefused as exc:
+        raise validate.invalid("url", str(exc)) from None
+    return url
+
+
+def events(body: dict[str, Any], required: bool) -> list[str] | None:
+    return validate.string_list(body, "events", required=required, allowed=EVENT_TYPES,
+                                min_items=1, max_items=len(EVENT_TYPES))
+
+
+def community_did(body: dict[str, Any]) -> str | None:
+    did = validate.string(body, "communityDid", required=False, min_len=1, max_len=2048)
+    if did is not None and not is_did(did):
+        raise validate.invalid("communityDid", "must be a DID")
+    return did
+
+
+# ------------------------------------------------------------------ reads
+
+
+async def owned(app: "Application", app_id: str, webhook_id: str) -> Row:
+    row = await store.get_webhook(app.db, webhook_id)
+    if row is None or row["app_id"] != app_id:
+        raise ApiError(404, "webhook_not_found", "No webhook with this id among your app's.")
+    return row
+
+
+async def _owned_tx(tx: Transaction, app_id: str, webhook_id: str) -> Row:
+    row = await store.get_webhook_tx(tx, webhook_id)
+    if row is None or row["app_id"] != app_id:
+        raise ApiError(404, "webhook_not_found", "No webhook with this id among your app's.")
+    return row
+
+
+async def _check_community_tx(tx: Transaction, app_id: str, did: str | None) -> None:
+    if did is not None and not await app_can_see_tx(tx, did, app_id):
+        raise ApiError(404, "community_not_found", f"No community {did} here.")
+
+
+async def list_webhooks(app: "Application", app_id: str, limit: int,
+                        after: tuple[Any, ...] | None) -> list[Row]:
+    return await store.list_webhooks(app.db, app_id, limit, after)
+
+
+async def delivery_counts(app: "Application", webhook_id: str) -> dict[str, int]:
+    return {"pending": 0, "delivered": 0, "failed": 0, **await store.delivery_counts(app.db, webhook_id)}
+
+
+async def list_deliveries(app: "Application", app_id: str, webhook_id: str, limit: int,
+                          before: int | None, status: str | None) -> list[Row]:
+    """The webhook's deliveries, newest first (`before`: a delivery id, keyset)."""
+    await owned(app, app_id, webhook_id)
+    if status not in (None, *DELIVERY_STATUSES):
+        raise validate.invalid("status", "must be pending, delivered or failed")
+    return await store.list_deliveries(app.db, webhook_id, limit, before, status)
+
+
+# ------------------------------------------------------------------ changes
+
+
+async def create(app: "Application", app_id: str, *, url: str, events: list[str],
+                 community_did: str | None) -> tuple[Row, str]:
+    """A new webhook and its signing secret (the only time the secret is shown)."""
+    webhook_id, secret, now = new_webhook_id(), signing.new_secret(), app.clock.iso_now()
+    config = dispatcher(app).config
+    async with app.db.transaction("webhooks.create") as tx:
+        await _check_community_tx(tx, app_id, community_did)
+        if await store.count_for_app_tx(tx, app_id) >= config.max_webhooks_per_app:
+            raise ApiError(409, "too_many_webhooks",
+                           f"An app may have at most {config.max_webhooks_per_app} webhooks.")
+        await store.insert_webhook_tx(
+            tx, webhook_id=webhook_id, app_id=app_id, url=url, community_did=community_did,
+            secret_sealed=app.secrets.seal(secret, secret_context(webhook_id)),
+            events=events, now=now)
+        row = await store.get_webhook_tx(tx, webhook_id)
+    return row, secret
+
+
+_UNCHANGED: Any = object()
+
+
+async def update(app: "Application", app_id: str, webhook_id: str, *, url: str | None = None,
+                 events: list[str] | None = None, community_did: Any = _UNCHANGED,
+                 active: bool | None = None) -> Row:
+    """Change what is given: `url`, `events`, the community scope (`community_did`, None
+    for every community the app may see), `active` (True re-enables a disabled webhook and
+    reschedules its pending deliveries now)."""
+    now = app.clock.iso_now()
+    async with app.db.transaction("webhooks.update") as tx:
+        row = await _owned_tx(tx, app_id, webhook_id)
+        fields: dict[str, Any] = {}
+        if url is not None:
+            fields["url"] = url
+        if community_did is not _UNCHANGED:
+            await _check_community_tx(tx, app_id, community_did)
+            fields["community_did"] = community_did
+        if active is True and not row["active"]:
+            fields.update(active=1, disabled_reason=None, disabled_at=None, failed_streak=0)
+            await store.reschedule_pending_tx(tx, webhook_id, app.clock.time())
+        elif active is False and row["active"]:
+            fields.update(active=0, disabled_reason=None, disabled_at=None)
+        await store.update_webhook_tx(tx, webhook_id, now, **fields)
+        if events is not None:
+            await store.set_events_tx(tx, webhook_id, events)
+        row = await store.get_webhook_tx(tx, webhook_id)
+    dispatcher(app).webhook_changed(webhook_id)
+    return row
+
+
+async def delete(app: "Application", app_id: str, webhook_id: str) -> None:
+    async with app.db.transaction("webhooks.delete") as tx:
+        await _owned_tx(tx, app_id, webhook_id)
+        await store.delete_webhook_tx(tx, webhook_id)
+    dispatcher(app).webhook_changed(webhook_id)
+
+
+async def rotate_secret(app: "Application", app_id: str, webhook_id: str) -> tuple[Row, str, str | None]:
+    """A new signing secret; the old one still signs (as a second signature) for
+    `webhooks.secret_overlap_seconds`. Returns the row, the new secret and until when the
+    old one stays valid (None without overlap)."""
+    secret, now = signing.new_secret(), app.clock.iso_now()
+    overlap = dispatcher(app).config.secret_overlap_seconds
+    async with app.db.transaction("webhooks.rotate_secret") as tx:
+        row = await _owned_tx(tx, app_id, webhook_id)
+        old = app.secrets.open(row["secret_sealed"], secret_context(webhook_id))
+        await store.update_webhook_tx(
+            tx, webhook_id, now,
+            secret_sealed=app.secrets.seal(secret, secret_context(webhook_id)),
+            previous_secret_sealed=(app.secrets.seal(old, previous_secret_context(webhook_id))
+                                    if overlap > 0 else None),
+            previous_secret_until=app.clock.time() + overlap if overlap > 0 else None,
+            secret_rotated_at=now)
+        row = await store.get_webhook_tx(tx, webhook_id)
+    dispatcher(app).webhook_changed(webhook_id)
+    return row, secret, iso(app.clock.time() + overlap) if overlap > 0 else None
+
+
+async def redeliver(app: "Application", app_id: str, webhook_id: str, delivery_id: int) -> Row:
+    """Queue the event of a delivery again (a new delivery); returns the new one."""
+    async with app.db.transaction("webhooks.redeliver") as tx:
+        hook = await _owned_tx(tx, app_id, webhook_id)
+        delivery = await store.get_delivery_tx(tx, webhook_id, delivery_id)
+        if delivery is None:
+            raise ApiError(404, "delivery_not_found", "No delivery with this id for this webhook.")
+        if delivery["event_type"] is None:
+            raise ApiError(409, "event_gone", "The event of this delivery is no longer kept.")
+        if not hook["active"]:
+            raise ApiError(409, "webhook_inactive",
+                           "The webhook is not active; set active to true first.")
+        new_id = await store.redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
+        row = await store.get_delivery_tx(tx, webhook_id, new_id)
+    dispatcher(app).notify([webhook_id])
+    return row
