@@ -168,7 +168,9 @@ def _same_site_path(value: Any) -> str | None:
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
 
-    @operation("The login page", responses={200: Response("The login form", {"text/html": {"type": "string"}})})
+    @operation("The sign-in form's address: redirects to the home page, which holds the form",
+               params=[query("next", description="a path on this site to come back to")],
+               responses={303: redirect("The home page (with `next` when it is a path on this site)")})
     async def get(self) -> None:
         """GET /login: the sign-in form lives on the home page (the web plugin's), so send
         the browser there, keeping a `next` path on this site."""

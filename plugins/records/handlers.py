@@ -236,8 +236,8 @@ class CollectionHandler(RecordsBase):
         await self.check_read(community)
         limit, after = self.page_params(1, "i")
         author = self.get_query_argument("authorDid", None)
-        if author:
-            require_did(author, "authorDid")
+        if author is not None:
+            require_did(author, "authorDid")  # present but empty is a bad DID, as the document says
         rows = await store.list_records(self.app.db, did, collection, limit + 1,
                                         int(after[0]) if after else None, author or None)
         out: dict[str, Any] = {"records": [record_json(r) for r in rows[:limit]]}
