@@ -31,7 +31,7 @@ import tornado.web
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from daemon.lean import LeanHandler
+from daemon.routing import pattern_groups, pattern_literal
 from tests.fixtures_communities import Api, devnet_module_fixtures
 from tests.helpers import login_as, loopback_only
 
@@ -164,22 +164,7 @@ _GROUP_KINDS = (
 
 def _groups(pattern: str) -> list[tuple[int, int, str]]:
     """(start, end, text) of each top-level capturing group of a route pattern."""
-    out, depth, start, i = [], 0, 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "(":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                out.append((start, i + 1, pattern[start:i + 1]))
-        i += 1
-    return out
+    return [(start, end, pattern[start:end]) for start, end in pattern_groups(pattern)]
 
 
 def _group_strategy(world: World, text: str) -> st.SearchStrategy[str]:
@@ -192,8 +177,7 @@ def _group_strategy(world: World, text: str) -> st.SearchStrategy[str]:
     return _segment(world, "segment")
 
 
-def _literal(regex_text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", regex_text.lstrip("^").rstrip("$"))
+_literal = pattern_literal
 
 
 def _path_strategy(world: World, pattern: str) -> st.SearchStrategy[str]:
