@@ -200,3 +200,20 @@ async def test_login_with_a_did_web_this_service_may_not_call_is_a_400(app, clie
     assert form.status == 400 and form.headers["Content-Type"].startswith("text/html")
     assert "unsupported_did" in form.text and "did:plc and did:web" in form.text
     assert not [u for u in http_log.urls if METADATA_IP in u]
+
+
+async def test_approving_an_old_request_from_a_bad_did_writes_nothing(app, client):
+    """A join request stored before DIDs were checked (put in the index directly here) is
+    refused on approval with the same codes as a join, before anything is written."""
+    from store import members as members_store
+    from tests.fixtures_communities import Api, seed_community
+    api = await Api.make(app, client)
+    community = await seed_community(app, "did:plc:admin", type="admin-approved", creator_app_id=api.app_id)
+    old = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
+    async with app.db.transaction("tests.old_request") as tx:
+        await members_store.insert_request_tx(tx, community_did=community, member_did=old,
+                                              now=app.clock.iso_now(), membership_uri=None,
+                                              membership_cid=None, app_id=api.app_id)
+    resp = await api.decide(community, "approve", "did:plc:admin", old)
+    assert resp.status == 400 and resp.json()["error"] == "unsupported_did", resp.text
+    assert (await api.check(community, old))["isPending"] is True  # still only a request

@@ -163,6 +163,9 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
         raise ApiError(409, "already_member", "This user is already a member of the community.")
     if not target.is_pending:
         raise ApiError(404, "no_pending_request", "This user has no pending join request.")
+    # Checked when they asked, but a request stored before DIDs were checked may name one
+    # that is malformed or does not exist: nothing is written for it (cheap: cached).
+    await require_person(app, member_did, "memberDid")
     req = await members_store.get_request(app.db, did, member_did)
     uri, cid = (req["membership_uri"], req["membership_cid"]) if req else (None, None)
     return await _confirm(app, community, member_did, actor, "member.approved", uri, cid, None,
