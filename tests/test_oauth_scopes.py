@@ -60,3 +60,26 @@ async def test_without_a_fallback_a_refused_scope_is_reported(app, service, oaut
     assert resp.json()["error"] == "authorization_server_refused"
     assert "invalid_scope" in resp.json()["message"]
     assert "transition:generic" not in oauth_state(app).client.metadata()["scope"]
+
+
+async def test_a_server_that_grants_less_than_asked_gets_the_fallback_next_time(app, monkeypatch):
+    """A stand-in for a server that accepts the granular request but grants only `atproto`
+    (the devnet's PDS grants what it is asked): without this, the person would be sent
+    round the same login whenever they try to join."""
+    from plugins.oauth.client import ServerMeta
+    client = oauth_state(app).client
+    server = ServerMeta("https://as.example.com", "https://as.example.com/authorize",
+                        "https://as.example.com/token", "https://as.example.com/par")
+    asked: list[str] = []
+
+    async def push(self, server, key, scope, state, challenge, login_hint):
+        asked.append(scope)
+        return None
+
+    monkeypatch.setattr(type(client), "_push", push)
+    membership = "community.commonroom.membership"
+    await client.push_authorization(server, None, state="s", challenge="c", login_hint=None)
+    assert client.note_grant(server, "atproto", membership) is False
+    await client.push_authorization(server, None, state="s", challenge="c", login_hint=None)
+    assert asked == [client.scope, client.fallback_scope]
+    assert client.note_grant(server, client.scope, membership) is True  # a full grant changes nothing

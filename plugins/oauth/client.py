@@ -138,6 +138,10 @@ class OAuthClient:
         #: Asked for instead when the server refuses `scope` (None: never).
         fallback = " ".join((cfg.fallback_scope or "").split())
         self.fallback_scope = fallback if fallback and fallback != self.scope else None
+        # Servers that accepted the granular scope but granted less (no membership
+        # permission): their next logins ask for the fallback at once, so a person is not
+        # sent round the same login again and again. In memory: a restart forgets it.
+        self.granular_ignored: set[str] = set()
         #: Declared in the client metadata: a server grants only scopes declared there.
         self.declared_scope = " ".join(dict.fromkeys(
             [*self.scope.split(), *(self.fallback_scope or "").split()]))
@@ -355,7 +359,10 @@ class OAuthClient:
                                  challenge: str, login_hint: str | None) -> PushedAuthorization:
         """PAR with `scope`; if the server refuses that scope (a server without granular
         scopes), once more with `fallback_scope`. The person is asked to approve only what
-        the accepted request names."""
+        the accepted request names. A server known to grant less than `scope` asks (see
+        `note_grant`) is sent `fallback_scope` at once."""
+        if self.fallback_scope is not None and server.issuer in self.granular_ignored:
+            return await self._push(server, key, self.fallback_scope, state, challenge, login_hint)
         try:
             return await self._push(server, key, self.scope, state, challenge, login_hint)
         except OAuthError as exc:
@@ -364,6 +371,20 @@ class OAuthClient:
             log.info("%s refused the scope %r (%s); asking for %r instead", server.issuer,
                      self.scope, exc, self.fallback_scope)
             return await self._push(server, key, self.fallback_scope, state, challenge, login_hint)
+
+    def note_grant(self, server: ServerMeta, granted_scope: str, membership_nsid: str) -> bool:
+        """After a login: False when the server granted no permission to write the
+        membership record although it was asked for one (it then gets `fallback_scope`
+        from the next login on). Logging in still succeeds; joining will say
+        ``scope_missing`` until the person signs in again."""
+        from plugins.oauth.userrepo import scope_allows
+        if scope_allows(granted_scope, membership_nsid, "create"):
+            return True
+        if self.fallback_scope is not None and server.issuer not in self.granular_ignored:
+            log.info("%s granted %r for %r: its next logins ask for %r", server.issuer, granted_scope,
+                     self.scope, self.fallback_scope)
+            self.granular_ignored.add(server.issuer)
+        return False
 
     async def _push(self, server: ServerMeta, key: ECKey, scope: str, state: str, challenge: str,
                     login_hint: str | None) -> PushedAuthorization:

@@ -321,6 +321,7 @@ class CallbackHandler(BrowserFacing):
             await client.revoke(server, dpop_key, tokens.refresh_token or tokens.access_token)
             raise LoginPageError(code, detail)
 
+        client.note_grant(server, tokens.scope, f"{self.app.config.atproto.namespace}.membership")
         if flow["expected_did"] and tokens.sub != flow["expected_did"]:
             await refuse("account_mismatch", f"expected {flow['expected_did']}, got {tokens.sub}")
         # The server vouches for `sub`; only the account's own PDS can say that this server
