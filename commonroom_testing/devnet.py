@@ -1,5 +1,5 @@
 """Fixtures for tests against the local devnet (a real PLC directory + Bluesky reference PDS,
-see daemon/devnet.py; Node 22 and ``scripts/devnet/setup``).
+see commonroom_testing/localnet.py; Node 22 and ``scripts/devnet/setup``).
 
 ``devnet`` starts once per session; a devnet that cannot start is an error, never a skip. The
 PDS resolves ``commonroom.ci-test.dev`` to 127.0.0.1 and trusts ``test_ca``, so a service run
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.devnet import Devnet, TestCA, make_test_ca
+from commonroom_testing.localnet import Devnet, TestCA, make_test_ca
 
 TEST_SERVICE_HOST = "commonroom.ci-test.dev"
 LEXICON_AUTHORITY = "lexicons.test"

@@ -117,7 +117,7 @@ def main() -> int:
     parser.add_argument("--writes", type=int, default=60, help="writes per scenario")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     args = parser.parse_args()
-    from daemon.devnet import Devnet
+    from commonroom_testing.localnet import Devnet
     net = Devnet()
     net.start()
     state = Path(tempfile.mkdtemp(prefix="cr-bench-writes-"))

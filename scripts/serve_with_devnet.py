@@ -16,7 +16,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from daemon.devnet import DEFAULT_PDS_PORT, DEFAULT_PLC_PORT, Devnet  # noqa: E402
+from commonroom_testing.localnet import DEFAULT_PDS_PORT, DEFAULT_PLC_PORT, Devnet  # noqa: E402
 
 
 def port_is_free(port: int) -> bool:

@@ -1,4 +1,4 @@
-"""The local devnet (daemon/devnet.py): a real PLC directory + reference PDS that other tests
+"""The local devnet (commonroom_testing/localnet.py): a real PLC directory + reference PDS that other tests
 build on. These tests pin down what they rely on."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from daemon.devnet import Devnet, DevnetError, TestCA
+from commonroom_testing.localnet import Devnet, DevnetError, TestCA
 from tests.fixtures_devnet import TEST_SERVICE_HOST
 
 COLLECTION = "dev.commonroom.test.note"

@@ -1,6 +1,6 @@
 """The local devnet: a real PLC directory and the Bluesky reference PDS on loopback.
 
-For development (``scripts/devnet/run`` or ``python -m daemon.devnet``) and for tests
+For development (``scripts/devnet/run`` or ``python -m commonroom_testing.localnet``) and for tests
 (``commonroom_testing/devnet.py``, the ``devnet`` fixture). Both servers run in one Node 22 process,
 ``scripts/devnet/devnet.mjs``; ``scripts/devnet/setup`` installs Node and the pinned npm tree
 into a per-user cache (``$COMMONROOM_DEVNET_CACHE``, default
