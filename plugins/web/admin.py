@@ -10,9 +10,8 @@ from urllib.parse import urlencode
 
 from daemon.http import ApiError
 from plugins.communities import common, service
-from plugins.communities.service import Actor
 from plugins.web.base import FormErrors, PageHandler
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row
+from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 
 #: Profile form field -> words for its validation message.
 _PROFILE_WORDS = {
@@ -73,7 +72,7 @@ class ProfileAction(PageHandler):
         if not errors:
             try:
                 fields = common.community_fields(values, required=True)
-                await service.update_profile(self.app, row, Actor(self.principal.did, None, proven=True), **fields)
+                await service.update_profile(self.app, row, signed_in_actor(self), **fields)
             except ApiError as exc:
                 if exc.status != 400:
                     raise
@@ -101,7 +100,7 @@ class DecisionAction(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         member_did = common.path_did(member)
-        me = Actor(self.principal.did, None, proven=True)
+        me = signed_in_actor(self)
         try:
             if decision == "approve":
                 await service.approve(self.app, row, member_did, me)
@@ -157,7 +156,7 @@ class MemberAction(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         member_did = common.path_did(member)
-        me = Actor(self.principal.did, None, proven=True)
+        me = signed_in_actor(self)
         if action == "promote":
             await service.promote(self.app, row, member_did, me)
         elif action == "demote":
@@ -196,7 +195,7 @@ class TransferPage(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         new_owner = common.path_did(self.form.get("newOwnerDid", ""))
-        await service.transfer(self.app, row, new_owner, Actor(self.principal.did, None, proven=True))
+        await service.transfer(self.app, row, new_owner, signed_in_actor(self))
         self.see_other(f"{community_path(row)}?done=transferred")
 
     async def member_named(self, row: Any, did: str) -> dict[str, Any]:
@@ -281,7 +280,7 @@ class AppsPage(PageHandler):
         if errors:
             await self.show(row, errors, 400)
             return
-        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None, proven=True), True, manage=manage)
+        await service.allow_app(self.app, row, app_id, signed_in_actor(self), True, manage=manage)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
 
 
@@ -296,7 +295,7 @@ class AppRevokeAction(PageHandler):
     async def submit(self, ident: str, app_id: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await service.allow_app(self.app, row, app_id, Actor(self.principal.did, None, proven=True), False)
+        await service.allow_app(self.app, row, app_id, signed_in_actor(self), False)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
 
 
@@ -337,7 +336,7 @@ class DeletePage(PageHandler):
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
             self.show(row, errors, 400)
             return
-        await service.delete(self.app, row, Actor(self.principal.did, None, proven=True))
+        await service.delete(self.app, row, signed_in_actor(self))
         self.see_other("/?done=deleted")
 
 

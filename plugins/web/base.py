@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlencode
 
 from tornado.escape import xhtml_escape
 
-from daemon.http import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure
+from daemon.http import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
 from daemon.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
 
@@ -44,13 +44,7 @@ CSRF_FIELD = "_csrf"
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 
-def safe_next(value: Any) -> str | None:
-    """`value` if it is a path on this site ("/c/x?y"), else None: never another origin
-    (``//evil.example``, ``/\\evil``, ``https://...``), no control characters."""
-    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
-            or "\\" in value or len(value) > 1024 or any(ord(c) < 0x20 or c == "\x7f" for c in value):
-        return None
-    return value
+safe_next = same_site_path  # a `next` path on this site, or None (daemon.http)
 
 
 def content_security_policy(*, sign_in_form: bool, http_allowed: bool, image_preview: bool = False) -> str:
@@ -109,7 +103,7 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
     namespace = {
         "title": title, "me": me, "csrf": csrf,
         "csrf_field": CSRF_FIELD, "static": assets.url, "path": handler.request.path,
-        "request_id": handler.request_id, "errors": FormErrors(), "urlencode": urlencode,
+        "request_id": handler.request_id, "errors": FormErrors(), "notice": None, "urlencode": urlencode,
         "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
     }
     namespace.update(values)

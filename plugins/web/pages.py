@@ -9,11 +9,10 @@ from urllib.parse import urlencode
 
 from daemon.http import ApiError, encode_cursor
 from plugins.communities import common, service
-from plugins.communities.service import Actor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row
+from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 from store import communities as communities_store
 
 # ------------------------------------------------------------------ home
@@ -215,7 +214,7 @@ class CreatePage(PageHandler):
             return
         try:
             fields = await common.create_fields(self, body)
-            result = await service.create(self.app, Actor(self.principal.did, None, proven=True), **fields)
+            result = await service.create(self.app, signed_in_actor(self), **fields)
         except ApiError as exc:
             if exc.status >= 500 and exc.code != "pds_error" or exc.status == 401:
                 raise

@@ -12,10 +12,9 @@ import tornado.httputil
 
 from daemon.http import ApiError
 from plugins.communities import common, uploads
-from plugins.communities.service import Actor
 from plugins.web.admin import row_profile, show_settings
 from plugins.web.base import FormErrors, PageHandler
-from plugins.web.shared import IDENT, community_path, community_row
+from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
 
 #: Refusals of an image, in words, by error code.
 _IMAGE_WORDS = {
@@ -56,7 +55,7 @@ class PictureAction(PageHandler):
         assert self.principal is not None
         row = await community_row(self, ident)
         await common.require_admin(self, row, self.principal.did)
-        me = Actor(self.principal.did, None, proven=True)
+        me = signed_in_actor(self)
         errors = FormErrors(values=row_profile(row))
         try:
             if kind == "banner" and self.form.get("fromProfile") == "yes":

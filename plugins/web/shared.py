@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 from daemon.http import ApiError
 from daemon.access import require_community
+from plugins.communities.service import Actor
 from plugins.web import queries
 from plugins.web.base import PageHandler
 
@@ -47,4 +48,10 @@ async def community_row(handler: PageHandler, ident: str) -> Any:
         raise ApiError(404, "community_not_found", f"No community {ident} here.")
     return await require_community(handler.app, did, handler.principal)
 
+
+def signed_in_actor(handler: PageHandler) -> Actor:
+    """The signed-in person as the actor of a community operation: proven by their OAuth
+    login (audit `actorProven`), with no app."""
+    assert handler.principal is not None and handler.principal.did is not None
+    return Actor(handler.principal.did, None, proven=True)
 
