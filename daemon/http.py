@@ -246,6 +246,20 @@ def _json_encodable(value: Any) -> bool:
     return True
 
 
+# ------------------------------------------------------------------ return addresses
+
+
+def same_site_path(value: Any) -> str | None:
+    """`value` if it is a path on this site ("/c/x?y"), else None: never another origin
+    (``//evil.example``, ``/\\evil``, ``https://...``), no control characters. Every
+    return address a request carries (``next``, ``returnTo``) goes through this: no open
+    redirect."""
+    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
+            or "\\" in value or len(value) > 1024 or any(ord(c) < 0x20 or c == "\x7f" for c in value):
+        return None
+    return value
+
+
 # ------------------------------------------------------------------ client address
 
 

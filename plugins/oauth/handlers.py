@@ -14,7 +14,7 @@ import httpx
 
 from daemon.atproto.identity import resolve_did
 from daemon.atproto.pds import read_user_profile
-from daemon.http import ApiError, BaseHandler
+from daemon.http import ApiError, BaseHandler, same_site_path
 from daemon.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
                             redirect)
 from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
@@ -76,12 +76,7 @@ def flow_cookie_options(handler: BaseHandler) -> dict[str, Any]:
             "samesite": "Lax", "secure": handler.app.config.server.base_url.startswith("https://")}
 
 
-def safe_return_to(value: Any) -> str | None:
-    """Only paths on this service: never another site (no open redirect)."""
-    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
-            or "\\" in value or len(value) > 1024:
-        return None
-    return value
+safe_return_to = same_site_path  # only paths on this service: no open redirect
 
 
 class LoginPageError(Exception):
@@ -156,15 +151,6 @@ class JwksHandler(BaseHandler):
 # ------------------------------------------------------------------ login
 
 
-def _same_site_path(value: Any) -> str | None:
-    """`value` if it is a path on this site ("/c/x?y"), else None: never another origin
-    (``//evil.example``, ``/\\evil``, ``https://...``), no control characters."""
-    if not isinstance(value, str) or not value.startswith("/") or value.startswith("//") \
-            or "\\" in value or len(value) > 1024 or any(ord(c) < 0x20 or c == "\x7f" for c in value):
-        return None
-    return value
-
-
 class LoginHandler(BrowserFacing):
     rate_limit = "auth"
 
@@ -174,7 +160,7 @@ class LoginHandler(BrowserFacing):
     async def get(self) -> None:
         """GET /login: the sign-in form lives on the home page (the web plugin's), so send
         the browser there, keeping a `next` path on this site."""
-        target = _same_site_path(self.get_query_argument("next", None))
+        target = same_site_path(self.get_query_argument("next", None))
         self.redirect("/" + (f"?{urlencode({'next': target})}" if target else ""), status=303)
 
     def is_form(self) -> bool:
