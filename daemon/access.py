@@ -37,9 +37,27 @@ class MemberStatus(NamedTuple):
     is_admin: bool
     is_pending: bool
     is_primary: bool
+    #: The roles assigned to the member (`moderator`, custom roles), as stored.
+    roles: tuple[str, ...] = ()
+    #: What those roles grant: catalogue capabilities, `records.*` as `records.create:<collection>`.
+    grants: frozenset[str] = frozenset()
 
-    def json(self) -> dict[str, bool]:
-        return {"isMember": self.is_member, "isAdmin": self.is_admin, "isPending": self.is_pending}
+    def json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"isMember": self.is_member, "isAdmin": self.is_admin,
+                               "isPending": self.is_pending}
+        if self.roles:
+            out["roles"] = list(self.roles)
+        return out
+
+    def holds(self, capability: str, collection: str | None = None) -> bool:
+        """Whether the member may do what `capability` allows (on `collection`, for the
+        per-collection ``records.*``): admins hold every capability, others what their roles
+        grant (docs/communities.md, "Roles and capabilities")."""
+        if not self.is_member:
+            return False
+        if self.is_admin:
+            return True
+        return (f"{capability}:{collection}" if collection else capability) in self.grants
 
 
 NOBODY = MemberStatus(False, False, False, False)
@@ -49,8 +67,11 @@ def status_from_row(row: Row | None) -> MemberStatus:
     if row is None or row["state"] != "active":
         return NOBODY
     rank = row["admin_rank"]
+    roles, grants = row["roles"], row["grants"]
     return MemberStatus(is_member=row["member_id"] is not None, is_admin=rank is not None,
-                        is_pending=bool(row["pending"]), is_primary=rank == 0)
+                        is_pending=bool(row["pending"]), is_primary=rank == 0,
+                        roles=tuple(roles.split()) if roles else (),
+                        grants=frozenset(grants.split()) if grants else frozenset())
 
 
 async def member_status(app: "Application", community_did: str, user_did: str) -> MemberStatus:

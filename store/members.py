@@ -11,7 +11,7 @@ from store.db import Database, Row, Transaction
 
 _STATUS_SQL = (
     "SELECT c.did, c.type, c.state, c.creator_app_id, "
-    "m.id AS member_id, m.admin_rank, "
+    "m.id AS member_id, m.admin_rank, m.roles, m.grants, "
     "(SELECT 1 FROM join_requests r WHERE r.community_did = c.did AND r.member_did = ?) AS pending "
     "FROM communities c LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ? "
     "WHERE c.did = ?")
@@ -27,7 +27,7 @@ async def status(db: Database, community_did: str, user_did: str) -> Row | None:
 _CHECK_SQL = (
     "SELECT c.did, c.type, c.state, c.creator_app_id, "
     "(SELECT 1 FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?) AS app_allowed, "
-    "m.id AS member_id, m.admin_rank, "
+    "m.id AS member_id, m.admin_rank, m.roles, m.grants, "
     "(SELECT 1 FROM join_requests r WHERE r.community_did = c.did AND r.member_did = ?) AS pending "
     "FROM communities c LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ? "
     "WHERE c.did = ?")
