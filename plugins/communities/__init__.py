@@ -38,8 +38,9 @@ def cr_startup(app: Any) -> None:
 
 @hookimpl
 def cr_write_kinds(app: Any) -> list[Any]:
+    from plugins.communities import roles
     from plugins.communities.reconcile import write_kinds
-    return write_kinds(app)
+    return write_kinds(app) + roles.write_kinds(app)
 
 
 @hookimpl

@@ -15,7 +15,9 @@ SUMMARY = obj({
     "isAdmin": BOOLEAN, "isMember": BOOLEAN,
 }, ["did", "displayName", "type", "memberCount"])
 
-STATUS = obj({"isMember": BOOLEAN, "isAdmin": BOOLEAN, "isPending": BOOLEAN},
+STATUS = obj({"isMember": BOOLEAN, "isAdmin": BOOLEAN, "isPending": BOOLEAN,
+              "roles": arr(STRING, description="the roles assigned to the member (moderator, custom "
+                                               "roles); absent when none")},
              ["isMember", "isAdmin", "isPending"])
 
 DETAILS = obj({
@@ -35,7 +37,7 @@ DETAILS = obj({
 MEMBER = obj({
     "did": DID, "handle": STRING_OR_NULL, "displayName": STRING_OR_NULL, "avatar": URL_OR_NULL,
     "isAdmin": BOOLEAN, "isPrimaryAdmin": BOOLEAN, "confirmedAt": DATETIME_OR_NULL,
-    "roles": arr({"type": "string", "enum": ["admin", "member"]}),
+    "roles": arr(STRING, description="admin, member, then the roles assigned to the member"),
     "membershipUri": STRING_OR_NULL, "appId": STRING_OR_NULL,
 }, ["did", "isAdmin", "isPrimaryAdmin", "roles"])
 MEMBERS = page("members", MEMBER, total=INTEGER)

@@ -70,7 +70,8 @@ def member_json(row: Row, *, admin_view: bool) -> dict[str, Any]:
         "isAdmin": row["admin_rank"] is not None,
         "isPrimaryAdmin": row["admin_rank"] == 0,
         "confirmedAt": row["confirmed_at"],
-        "roles": ["admin", "member"] if row["admin_rank"] is not None else ["member"],
+        "roles": (["admin", "member"] if row["admin_rank"] is not None else ["member"])
+                 + (row["roles"].split() if "roles" in row.keys() and row["roles"] else []),
     }
     if admin_view:
         out["membershipUri"] = row["membership_uri"]

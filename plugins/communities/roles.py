@@ -1,0 +1,250 @@
+"""Roles: a community's custom roles (a name plus capabilities from the catalogue in
+capabilities.py) and who holds which role, built-in ``moderator`` included.
+
+The definitions and the holders live in the community's repo as one record,
+``<ns>.roles`` (rkey ``self``; lexicons/community.commonroom.roles.json), so a community's
+governance moves with its account. Every change reads like every other command (see
+steps.py): check → intent (kind ``communities.roles``) → put the whole record → one
+transaction (the index: ``community_roles`` and the members' ``roles``/``grants``
+columns, the intent, the audit entry). Only admins manage roles; role changes are audited
+and emit no event (as promote and demote). Changes hold the community's lock, so two never
+compute the record from the same old state, and a removal never races an assignment.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Callable
+
+from daemon.access import member_status, require_manager, require_manager_tx
+from daemon.atproto.writes import Intent, WriteKind, pds
+from daemon.http import ApiError
+from plugins.communities import records as rec
+from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
+                                              role_fields, role_name)
+from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
+                                       community_repo_for, require_role)
+from store import communities as communities_store
+from store import roles as roles_store
+from store.db import Row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+ROLES = "communities.roles"  # the kind of write: the roles record put
+MAX_HOLDERS = 5000           # members holding a role (the record's `members` list)
+
+Definitions = dict[str, dict[str, Any]]   # name -> {description, capabilities, collections}
+Holders = dict[str, list[str]]            # member DID -> role names, in join order
+
+
+# ------------------------------------------------------------------ reading
+
+
+def _definition(row: Row) -> dict[str, Any]:
+    return {"description": row["description"], "capabilities": json.loads(row["capabilities"]),
+            "collections": json.loads(row["collections"])}
+
+
+async def _state(reader: Any, did: str) -> tuple[Definitions, Holders]:
+    defs = {r["name"]: _definition(r) for r in await roles_store.definitions(reader, did)}
+    holders = {r["member_did"]: r["roles"].split() for r in await roles_store.holders(reader, did)}
+    return defs, holders
+
+
+def role_json(name: str, role: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A role as the API shows it (built-in ones with their fixed capabilities)."""
+    if name == "admin":
+        return {"name": name, "builtin": True, "description": "every capability; manages the community",
+                "capabilities": sorted(CATALOGUE), "collections": []}
+    if name == "moderator":
+        return {"name": name, "builtin": True, "description": "approves, removes and bans members who "
+                "are not admins, manages invites, reads the audit log", "capabilities": sorted(MODERATOR),
+                "collections": []}
+    if name == "member":
+        return {"name": name, "builtin": True, "description": "a member of the community",
+                "capabilities": [], "collections": []}
+    assert role is not None
+    return {"name": name, "builtin": False, **role}
+
+
+async def list_roles(app: "Application", community: Row) -> dict[str, Any]:
+    defs, _ = await _state(app.db, community["did"])
+    return {"communityDid": community["did"],
+            "roles": [role_json(n) for n in BUILTIN] + [role_json(n, r) for n, r in defs.items()]}
+
+
+def roles_record(defs: Definitions, holders: Holders, now: str) -> dict[str, Any]:
+    """`<ns>.roles` (rkey self): the custom roles and who holds which role."""
+    roles = []
+    for name, role in sorted(defs.items()):
+        entry: dict[str, Any] = {"name": name, "capabilities": role["capabilities"],
+                                 "collections": role["collections"]}
+        if role["description"]:
+            entry["description"] = role["description"]
+        roles.append(entry)
+    return {"roles": roles, "members": [{"did": d, "roles": r} for d, r in holders.items() if r],
+            "updatedAt": now}
+
+
+# ------------------------------------------------------------------ the one write
+
+
+Change = Callable[[Definitions, Holders], tuple[Definitions, Holders, "str | None", dict[str, Any]]]
+
+
+async def _write_roles(app: "Application", community: Row, actor: Actor, action: str, change: Change,
+                       target: str | None = None) -> tuple[Definitions, Holders]:
+    """Apply `change` (pure: the current definitions and holders → new ones, the audit
+    target and metadata; raises a refusal) through the write path."""
+    did = community["did"]
+    await require_manager(app, community, actor.app_id)
+    require_role(await member_status(app, did, actor.did), admin=True)
+    async with community_lock(app, did):
+        require_role(await member_status(app, did, actor.did), admin=True)
+        if target is not None and not (await member_status(app, did, target)).is_member:
+            raise ApiError(404, "not_member", "This user is not a member of the community.")
+        defs, holders = await _state(app.db, did)
+        new_defs, new_holders, target_did, metadata = change(defs, holders)
+        now = app.clock.iso_now()
+        intent = await app.writes.begin(kind=ROLES, key=f"roles:{did}", community_did=did, operation=action,
+                                        rkey="self", payload={"memberDid": target})
+        repo = await community_repo_for(app, did)
+        await pds(repo.put_record(rec.nsid(app, "roles"), "self", roles_record(new_defs, new_holders, now)))
+        async with app.db.transaction("communities." + action) as tx:
+            await require_manager_tx(tx, await active_tx(tx, did), actor.app_id)
+            for name in defs.keys() - new_defs.keys():
+                await roles_store.delete_definition_tx(tx, did, name)
+            for name, role in new_defs.items():
+                if defs.get(name) != role:
+                    await roles_store.put_definition_tx(
+                        tx, did, name, description=role["description"],
+                        capabilities_json=json.dumps(role["capabilities"]),
+                        collections_json=json.dumps(role["collections"]), now=now)
+            await roles_store.set_member_roles_tx(tx, did, [
+                (member, " ".join(new_holders.get(member, [])) or None,
+                 grants_of(new_holders.get(member, []), new_defs))
+                for member in {**holders, **new_holders}])
+            await app.writes.finish_tx(tx, intent)
+            await audit_tx(app, tx, did, action, actor, target_did, metadata=metadata)
+    return new_defs, new_holders
+
+
+# ------------------------------------------------------------------ commands
+
+
+async def create_role(app: "Application", community: Row, actor: Actor, name: str,
+                      body: dict[str, Any]) -> dict[str, Any]:
+    role_name(name)
+    if name in RESERVED:
+        raise ApiError(409, "role_builtin", f"{name} is a built-in or reserved role name.")
+    role = role_fields(body)
+
+    def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, None, dict[str, Any]]:
+        if name in defs:
+            raise ApiError(409, "role_exists", f"The role {name} exists; change it with PUT …/roles/{name}.")
+        if len(defs) >= MAX_ROLES:
+            raise ApiError(409, "too_many_roles", f"A community may define at most {MAX_ROLES} roles.")
+        return {**defs, name: role}, holders, None, {"role": name, **role}
+
+    await _write_roles(app, community, actor, "role.created", change)
+    return role_json(name, role)
+
+
+async def update_role(app: "Application", community: Row, actor: Actor, name: str,
+                      body: dict[str, Any]) -> dict[str, Any]:
+    _not_builtin(name)
+    role = role_fields(body)
+
+    def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, None, dict[str, Any]]:
+        if name not in defs:
+            raise ApiError(404, "role_not_found", f"No role {name} in this community.")
+        return {**defs, name: role}, holders, None, {"role": name, "before": defs[name], **role}
+
+    await _write_roles(app, community, actor, "role.updated", change)
+    return role_json(name, role)
+
+
+async def delete_role(app: "Application", community: Row, actor: Actor, name: str) -> dict[str, Any]:
+    """Delete a custom role; its holders lose it (and what it granted) in the same change."""
+    _not_builtin(name)
+    lost: list[str] = []
+
+    def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, None, dict[str, Any]]:
+        if name not in defs:
+            raise ApiError(404, "role_not_found", f"No role {name} in this community.")
+        lost[:] = [d for d, r in holders.items() if name in r]
+        return ({n: r for n, r in defs.items() if n != name},
+                {d: [x for x in r if x != name] for d, r in holders.items()}, None,
+                {"role": name, "holders": lost})
+
+    await _write_roles(app, community, actor, "role.deleted", change)
+    return {"communityDid": community["did"], "name": name, "deleted": True, "holders": lost}
+
+
+async def assign(app: "Application", community: Row, actor: Actor, member_did: str, name: str) -> dict[str, Any]:
+    if name in ("admin", "member"):
+        raise ApiError(409, "role_builtin", f"{name} is not assigned here: admins are made with "
+                       "admins/promote, members by joining.")
+    role_name(name, "role")
+
+    def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, str, dict[str, Any]]:
+        if name != "moderator" and name not in defs:
+            raise ApiError(404, "role_not_found", f"No role {name} in this community.")
+        held = holders.get(member_did, [])
+        if name in held:
+            raise ApiError(409, "role_already_held", f"This member already holds the role {name}.")
+        if member_did not in holders and len(holders) >= MAX_HOLDERS:
+            raise ApiError(409, "too_many_role_holders", f"At most {MAX_HOLDERS} members may hold roles.")
+        return defs, {**holders, member_did: held + [name]}, member_did, {"role": name}
+
+    _, holders = await _write_roles(app, community, actor, "role.assigned", change, target=member_did)
+    return {"communityDid": community["did"], "memberDid": member_did, "roles": holders.get(member_did, [])}
+
+
+async def unassign(app: "Application", community: Row, actor: Actor, member_did: str, name: str) -> dict[str, Any]:
+    def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, str, dict[str, Any]]:
+        held = holders.get(member_did, [])
+        if name not in held:
+            raise ApiError(409, "role_not_held", f"This member does not hold the role {name}.")
+        return defs, {**holders, member_did: [r for r in held if r != name]}, member_did, {"role": name}
+
+    _, holders = await _write_roles(app, community, actor, "role.unassigned", change, target=member_did)
+    return {"communityDid": community["did"], "memberDid": member_did, "roles": holders.get(member_did, [])}
+
+
+def _not_builtin(name: str) -> None:
+    if name in RESERVED:
+        raise ApiError(409, "role_builtin", f"{name} is a built-in role; it cannot be changed or deleted.")
+
+
+# ------------------------------------------------------------------ reconciliation
+
+
+async def _settle(app: "Application", intent: Intent) -> str | None:
+    """A role change that did not commit: put the roles record from the index."""
+    did = intent.community_did or ""
+    community = await communities_store.get_community(app.db, did)
+    done: list[str] = []
+    if community is not None and community["state"] == "active":
+        from daemon.atproto.accounts import community_repo
+        defs, holders = await _state(app.db, did)
+        await (await community_repo(app, did)).put_record(rec.nsid(app, "roles"), "self",
+                                                          roles_record(defs, holders, app.clock.iso_now()))
+        done.append(f"put {rec.nsid(app, 'roles')}/self")
+    async with app.db.transaction("communities.reconcile") as tx:
+        if not await app.writes.finish_tx(tx, intent, settling=True):
+            return None
+        if await communities_store.get_community_tx(tx, did) is not None:
+            await audit_tx(app, tx, did, "reconciled", None, intent.payload.get("memberDid"),
+                           metadata={"operation": intent.operation, "key": intent.key, "rkey": intent.rkey,
+                                     "startedAt": intent.created_at, "attempts": intent.tries, "undone": done})
+    return "reconciled"
+
+
+def write_kinds(app: "Application") -> list[WriteKind]:
+    def after(app: "Application") -> float:
+        return app.config.plugin("communities").reconcile_after_seconds
+
+    return [WriteKind(ROLES, _settle, after, locks=lambda i: [community_lock_key(i.community_did or "")],
+                      outcomes=("reconciled",))]
