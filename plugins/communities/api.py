@@ -21,6 +21,7 @@ from daemon.proofs import UserMethod
 from plugins.communities import common, policy, service, views
 from plugins.communities import schemas as S
 from plugins.communities.access import checked_status, require_manager
+from plugins.communities.capabilities import require_capability_of
 from plugins.communities.service import Actor
 from store import communities as communities_store
 
@@ -155,7 +156,7 @@ class PendingHandler(ApiBase):
         await require_manager(self.app, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
-        await common.require_admin(self, row, admin)
+        await require_capability_of(self.app, row["did"], admin, "members.approve")
         self.send_json(await common.pending_list(self, row))
 
 
@@ -253,7 +254,7 @@ class AuditLogHandler(ApiBase):
         await require_manager(self.app, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
-        await common.require_admin(self, row, admin)
+        await require_capability_of(self.app, row["did"], admin, "audit.read")
         self.send_json(await common.audit_log(self, row))
 
 

@@ -15,6 +15,7 @@ from daemon.atproto.writes import Intent, pds, roll_back
 from daemon.events import emit_tx
 from daemon.http import ApiError
 from plugins.communities import records as rec
+from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list, audit_tx,
                                        community_lock, community_repo_for, fetch_profile, let_finish,
                                        require_person, require_role, store_profile_tx)
@@ -156,8 +157,7 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
 async def approve(app: "Application", community: Row, member_did: str, actor: Actor) -> dict[str, Any]:
     did = community["did"]
     await require_manager(app, community, actor.app_id)
-    admin = await member_status(app, did, actor.did)
-    require_role(admin, admin=True)
+    require_capability(await member_status(app, did, actor.did), "members.approve")
     target = await member_status(app, did, member_did)
     if target.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
@@ -177,7 +177,7 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
     did = community["did"]
     async with app.db.transaction("communities.reject") as tx:
         await require_manager_tx(tx, await active_tx(tx, did), actor.app_id)
-        require_role(await member_status_tx(tx, did, actor.did), admin=True)
+        require_capability(await member_status_tx(tx, did, actor.did), "members.approve")
         if not await members_store.delete_request_tx(tx, did, member_did):
             if (await member_status_tx(tx, did, member_did)).is_member:
                 raise ApiError(409, "already_member", "This user is already a member of the community; "
@@ -225,8 +225,11 @@ async def remove(app: "Application", community: Row, member_did: str, actor: Act
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
     await require_manager(app, community, actor.app_id)
-    require_role(await member_status(app, did, actor.did), admin=True)
+    me = await member_status(app, did, actor.did)
+    require_capability(me, "members.remove")
     target = await member_status(app, did, member_did)
+    if target.is_admin and not me.is_admin:
+        raise ApiError(403, "not_admin", "Only an admin may remove an admin.")
     if not target.is_member:
         raise ApiError(404, "not_member", "This user is not a member of the community.")
     if target.is_primary:
