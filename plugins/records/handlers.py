@@ -21,9 +21,10 @@ from daemon.proofs import UserMethod
 from daemon.validate import invalid
 from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
                                         member_status_tx, require_community, require_manager_tx)
-from plugins.records import collections, writes
+from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
 from store import audit as audit_store
+from store import record_permissions as permissions_store
 from store import records as store
 from store.db import Row
 
@@ -39,7 +40,7 @@ RECORD = obj({"uri": STRING, "cid": STRING, "collection": STRING, "rkey": STRING
 WRITTEN = obj({"uri": STRING, "cid": STRING, "rkey": STRING, "collection": STRING},
               ["uri", "cid", "rkey", "collection"])
 RECORD_BODY = obj({"$type": STRING}, ["$type"], description="the record; $type equals the collection")
-WRITE_ERRORS = {403: "not_member, not_author, collection_protected, collection_not_allowed, app_not_trusted",
+WRITE_ERRORS = {403: "not_member, not_author, not_permitted, collection_protected, collection_not_allowed, app_not_trusted",
                 409: "record_exists", 413: "record_too_large", 502: ""}
 USER_DID = query("userDid", description="a member's DID: required to read a private community's records, "
                                       "checked only there")
@@ -124,15 +125,25 @@ class RecordsBase(BaseHandler):
             raise ApiError(403, "not_member", "userDid is not a member of this community.")
         return status
 
-    async def may_change(self, did: str, row: Row, user_did: str) -> None:
-        """The author may change a record; an admin may change anyone's, but only through an
-        app the community trusts to act for its admins (as for every admin action)."""
+    async def may_create(self, did: str, collection: str, user_did: str) -> None:
+        """A member may create, unless the collection's rule says otherwise
+        (plugins/records/permissions.py)."""
         status = await self.require_member(did, user_did)
-        if row["author_did"] == user_did:
+        rule = (await permissions.rules_for(self.app, did, collection))["create"]
+        if permissions.decide(status, "create", rule, collection, is_author=False) is None:
+            raise permissions.refusal("create", rule, collection)
+
+    async def may_change(self, did: str, row: Row, user_did: str, action: str = "update") -> None:
+        """As the collection's rule says (by default the author, or an admin); whoever
+        changes someone else's record as an admin or through a role does so only through
+        an app the community trusts to act for its admins (as for every admin action)."""
+        status = await self.require_member(did, user_did)
+        rule = (await permissions.rules_for(self.app, did, row["collection"]))[action]
+        how = permissions.decide(status, action, rule, row["collection"], is_author=row["author_did"] == user_did)
+        if how is None:
+            raise permissions.refusal(action, rule, row["collection"])
+        if how == "member" or row["author_did"] == user_did:
             return
-        if not status.is_admin:
-            raise ApiError(403, "not_author",
-                           "Only the record's author or an admin of the community may change it.")
         community = await require_community(self.app, did, self.principal)
         if not await app_manages(self.app, community, self.principal.app_id):
             raise APP_NOT_TRUSTED(did, self.principal.app_id or "-")
@@ -166,7 +177,7 @@ class RecordsHandler(RecordsBase):
         collection = await self.writable(did, body.get("collection"))
         record = self.record(body, collection)
         rkey = require_rkey(body["rkey"], "rkey") if body.get("rkey") is not None else None
-        await self.require_member(did, user_did)
+        await self.may_create(did, collection, user_did)
         rkey = rkey or new_tid(self.app.clock)
         async with writes.hold(self.app, did, collection, rkey):
             await writes.settle(self.app, did, collection, rkey)
@@ -289,7 +300,7 @@ class RecordHandler(CollectionHandler):
             else:
                 if row is None:
                     raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
-                await self.may_change(did, row, user_did)
+                await self.may_change(did, row, user_did, "delete")
                 await writes.perform(self.app, await self.repo(did), writes.Write(
                     "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
                     user_did=user_did, app_id=self.principal.app_id))
@@ -298,7 +309,10 @@ class RecordHandler(CollectionHandler):
                         "deleted": True})
 
 
+RULES = obj({a: {"type": "string", "enum": list(permissions.RULES[a])} for a in permissions.ACTIONS})
 SETTINGS = obj({"communityDid": STRING, "allowedCollections": nullable(arr(STRING)), "updatedAt": DATETIME_OR_NULL,
+               "permissions": obj({}, additionalProperties=RULES,
+                                  description="who may create, update and delete in each collection"),
                "updatedBy": STRING_OR_NULL, "service": obj({"protected": arr(STRING), "allowedCollections": arr(STRING),
                                                              "deniedCollections": arr(STRING)})},
               ["communityDid", "allowedCollections", "service"])
@@ -318,11 +332,12 @@ class CollectionSettingsHandler(RecordsBase):
     async def get(self, raw_did: str) -> None:
         community = await self.community(raw_did)
         row = await store.collection_settings(self.app.db, community["did"])
-        self.send_json(self.settings_json(community["did"], row))
+        self.send_json(await self.settings_json(community["did"], row))
 
-    @operation("Set the community's collection allowlist (an admin, through a trusted app)",
-               body=obj({"adminDid": DID_SCHEMA, "allowedCollections": nullable(arr(STRING))},
-                        ["adminDid", "allowedCollections"]),
+    @operation("Set the community's collection allowlist and permissions (an admin, through a trusted app)",
+               body=obj({"adminDid": DID_SCHEMA, "allowedCollections": nullable(arr(STRING)),
+                         "permissions": nullable(obj({}, additionalProperties=RULES))}, ["adminDid"]),
+               description="Give allowedCollections, permissions or both; what is left out stays as it is.",
                responses={200: SETTINGS}, errors={403: "not_admin, app_not_trusted"})
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
@@ -330,25 +345,36 @@ class CollectionSettingsHandler(RecordsBase):
         did = community["did"]
         admin_did = require_did(body.get("adminDid"), "adminDid")
         proven = await self.prove(admin_did, community)
-        allowed = self.allowlist(body)
+        if "permissions" in body:
+            rules = permissions.parse(body["permissions"]) if body["permissions"] is not None else {}
+        allowed = self.allowlist(body) if "allowedCollections" in body or "permissions" not in body else None
         async with self.app.db.transaction("records.collection_settings") as tx:
             await require_manager_tx(tx, community, self.principal.app_id)
             if not (await member_status_tx(tx, did, admin_did)).is_admin:
                 raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
-            await store.set_collection_settings_tx(
-                tx, did, allowed_json=None if allowed is None else json.dumps(allowed),
-                updated_by=admin_did, app_id=self.principal.app_id, now=self.app.clock.iso_now())
-            await audit_store.insert_entry_tx(
-                tx, community_did=did, action="records.collections_changed", actor_did=admin_did,
-                target_did=None, reason=None, metadata={"allowedCollections": allowed, "actorProven": proven},
-                app_id=self.principal.app_id, now=self.app.clock.iso_now())
+            if "allowedCollections" in body:
+                await store.set_collection_settings_tx(
+                    tx, did, allowed_json=None if allowed is None else json.dumps(allowed),
+                    updated_by=admin_did, app_id=self.principal.app_id, now=self.app.clock.iso_now())
+                await audit_store.insert_entry_tx(
+                    tx, community_did=did, action="records.collections_changed", actor_did=admin_did,
+                    target_did=None, reason=None, metadata={"allowedCollections": allowed, "actorProven": proven},
+                    app_id=self.principal.app_id, now=self.app.clock.iso_now())
+            if "permissions" in body:
+                await permissions_store.replace_tx(tx, did, [
+                    (c, r["create"], r["update"], r["delete"]) for c, r in rules.items()])
+                await audit_store.insert_entry_tx(
+                    tx, community_did=did, action="records.permissions_changed", actor_did=admin_did,
+                    target_did=None, reason=None, metadata={"permissions": rules, "actorProven": proven},
+                    app_id=self.principal.app_id, now=self.app.clock.iso_now())
         row = await store.collection_settings(self.app.db, did)
-        self.send_json(self.settings_json(did, row))
+        self.send_json(await self.settings_json(did, row))
 
     def allowlist(self, body: dict[str, Any]) -> list[str] | None:
         field = "allowedCollections"
         if field not in body:
-            raise invalid(field, "is required (a list of collection patterns, or null for no list)")
+            raise invalid(field, "is required (a list of collection patterns, or null for no list) "
+                                  "unless permissions is given")
         value = body[field]
         if value is None:
             return None
@@ -367,11 +393,12 @@ class CollectionSettingsHandler(RecordsBase):
                                                "through the records API")
         return list(dict.fromkeys(value))
 
-    def settings_json(self, did: str, row: Row | None) -> dict[str, Any]:
+    async def settings_json(self, did: str, row: Row | None) -> dict[str, Any]:
         cfg = self.settings
         return {
             "communityDid": did,
             "allowedCollections": collections.stored_allowlist(row),
+            "permissions": permissions.as_json(await permissions_store.all_rules(self.app.db, did)),
             "updatedAt": row["updated_at"] if row else None,
             "updatedBy": row["updated_by"] if row else None,
             "service": {
