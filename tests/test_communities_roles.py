@@ -194,3 +194,48 @@ async def test_role_refusals_change_nothing(app, client, people):
     after = await pds_record(app, did, "roles")
     assert after["roles"] == before["roles"] and after["members"] == [{"did": bob["did"], "roles": ["helper"]}]
     assert len(await api.audit(did, alice["did"])) == len(audit_before) + 1
+
+
+async def test_an_unfinished_role_change_is_rolled_back_from_the_index(app, client, people):
+    """A role change whose PDS write happened but whose local commit did not (a crash): the
+    reconciler puts the roles record back as the index has it, and audits it."""
+    api = await Api.make(app, client)
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = (await api.create(alice, "Crashy"))["did"]
+    for user in (bob, carol):
+        assert (await api.join(did, user["did"])).status == 201
+    assert (await give(api, did, alice["did"], bob["did"], "moderator")).status == 200
+    committed = await pds_record(app, did, "roles")
+
+    from daemon.atproto.accounts import community_repo
+    from plugins.communities.roles import ROLES
+    await app.writes.begin(kind=ROLES, key=f"roles:{did}", community_did=did, operation="role.assigned",
+                           rkey="self", payload={"memberDid": carol["did"]})
+    repo = await community_repo(app, did)
+    await repo.put_record(f"{app.config.atproto.namespace}.roles", "self", {
+        **committed, "members": committed["members"] + [{"did": carol["did"], "roles": ["moderator"]}]})
+
+    counts = await app.writes.reconcile(kinds=[ROLES], any_age=True)
+    assert counts["reconciled"] == 1
+    assert (await pds_record(app, did, "roles"))["members"] == [{"did": bob["did"], "roles": ["moderator"]}]
+    assert await api.check(did, carol["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
+    entry = (await api.audit(did, alice["did"], action="reconciled"))[0]
+    assert entry["metadata"]["operation"] == "role.assigned" and entry["targetDid"] == carol["did"]
+    assert await app.writes.get(f"roles:{did}") is None
+
+
+def test_the_roles_record_is_validated_against_its_lexicon(app):
+    from daemon.atproto.lexicons import LexiconError, lexicons_for
+    from plugins.communities.roles import roles_record
+    lex = lexicons_for(app)
+    nsid = f"{app.config.atproto.namespace}.roles"
+    good = roles_record({"helper": {"description": "", "capabilities": ["members.approve"],
+                                    "collections": [{"collection": "org.example.note",
+                                                     "capabilities": ["records.create"]}]}},
+                        {"did:plc:bbbbbbbbbbbbbbbbbbbbbbbb": ["helper", "moderator"]}, "2026-11-23T00:00:00.000Z")
+    lex.validate_record(nsid, good, rkey="self")
+    bad = {**good, "roles": [{**good["roles"][0], "capabilities": ["members.fly"]}]}
+    with pytest.raises(LexiconError, match="members.fly"):
+        lex.validate_record(nsid, bad, rkey="self")
+    with pytest.raises(LexiconError):
+        lex.validate_record(nsid, good, rkey="other")

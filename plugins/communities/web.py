@@ -13,6 +13,7 @@ from daemon import validate
 from daemon.http import ApiError, BaseHandler
 from daemon.openapi import BOOLEAN, DID, obj, operation
 from plugins.communities import common, service, uploads
+from plugins.communities.capabilities import require_capability_of
 from plugins.communities import schemas as S
 from plugins.communities.service import Actor
 from store.db import Row
@@ -154,7 +155,8 @@ class MembersHandler(WebBase):
 class PendingHandler(WebBase):
     @operation("Requests to join (an admin)", paged=True, responses={200: S.PENDING}, errors=(403,))
     async def get(self, did: str) -> None:
-        row = await self.admin_community(did)
+        row = await common.community_for(self, did)
+        await require_capability_of(self.app, row["did"], self.principal.did, "members.approve")
         self.send_json(await common.pending_list(self, row))
 
 
@@ -205,7 +207,8 @@ class TransferHandler(WebBase):
 class AuditLogHandler(WebBase):
     @operation("The audit log (an admin)", paged=True, responses={200: S.AUDIT}, errors=(403,))
     async def get(self, did: str) -> None:
-        row = await self.admin_community(did)
+        row = await common.community_for(self, did)
+        await require_capability_of(self.app, row["did"], self.principal.did, "audit.read")
         self.send_json(await common.audit_log(self, row))
 
 
