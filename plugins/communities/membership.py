@@ -235,17 +235,20 @@ async def remove(app: "Application", community: Row, member_did: str, actor: Act
     if target.is_primary:
         raise ApiError(409, "cannot_remove_primary_admin", "The primary admin cannot be removed.")
     return await _remove(app, community, member_did, actor, "member.removed", reason,
-                         {"removedBy": actor.did, "reason": reason})
+                         {"removedBy": actor.did, "reason": reason}, admins_too=me.is_admin)
 
 
 async def _remove(app: "Application", community: Row, member_did: str, actor: Actor, event: str,
                   reason: str | None, extra: dict[str, Any],
-                  after_commit: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
+                  after_commit: Callable[[Row], Awaitable[None]] | None = None,
+                  admins_too: bool = True) -> dict[str, Any]:
     did = community["did"]
     async with community_lock(app, did):
         member = await members_store.get_member(app.db, did, member_did)
         if member is None:
             raise ApiError(404, "not_member", "This user is not a member of the community.")
+        if member["admin_rank"] is not None and not admins_too:  # promoted meanwhile
+            raise ApiError(403, "not_admin", "Only an admin may remove an admin.")
         if member["admin_rank"] == 0:
             raise ApiError(409, "primary_admin_must_transfer",
                            "The primary admin cannot leave or be removed; transfer the role first.")
