@@ -67,11 +67,12 @@ def status_from_row(row: Row | None) -> MemberStatus:
     if row is None or row["state"] != "active":
         return NOBODY
     rank = row["admin_rank"]
-    roles, grants = row["roles"], row["grants"]
-    return MemberStatus(is_member=row["member_id"] is not None, is_admin=rank is not None,
-                        is_pending=bool(row["pending"]), is_primary=rank == 0,
-                        roles=tuple(roles.split()) if roles else (),
-                        grants=frozenset(grants.split()) if grants else frozenset())
+    roles = row["roles"]
+    if not roles:  # most members: no role, nothing to parse (membership/check is hot)
+        return MemberStatus(row["member_id"] is not None, rank is not None, bool(row["pending"]), rank == 0)
+    grants = row["grants"]
+    return MemberStatus(row["member_id"] is not None, rank is not None, bool(row["pending"]), rank == 0,
+                        tuple(roles.split()), frozenset(grants.split()) if grants else frozenset())
 
 
 async def member_status(app: "Application", community_did: str, user_did: str) -> MemberStatus:
