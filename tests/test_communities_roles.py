@@ -239,3 +239,32 @@ def test_the_roles_record_is_validated_against_its_lexicon(app):
         lex.validate_record(nsid, bad, rkey="self")
     with pytest.raises(LexiconError):
         lex.validate_record(nsid, good, rkey="other")
+
+
+async def test_reindex_rebuilds_roles_from_the_community_repo(app, client, people):
+    """The roles record is the truth: an index that lost its roles gets them back from the
+    repo (portable governance), for current members only."""
+    from plugins.communities.reindex import reindex
+    api = await Api.make(app, client)
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = (await api.create(alice, "Portable"))["did"]
+    for user in (bob, carol):
+        assert (await api.join(did, user["did"])).status == 201
+    assert (await api.post(api.path(did, "/roles"), {"adminDid": alice["did"], "name": "scribe",
+                                                     "capabilities": ["audit.read"]})).status == 201
+    assert (await give(api, did, alice["did"], bob["did"], "scribe")).status == 200
+    assert (await give(api, did, alice["did"], carol["did"], "moderator")).status == 200
+    assert (await api.leave(did, carol["did"])).status == 200   # the record still names carol
+
+    async with app.db.transaction("tests.forget_roles") as tx:
+        await tx.execute("DELETE FROM community_roles WHERE community_did = ?", (did,))
+        await tx.execute("UPDATE members SET roles = NULL, grants = NULL WHERE community_did = ?", (did,))
+    refused(await api.get(api.path(did, "/audit-log"), adminDid=bob["did"]), 403, "not_admin")
+
+    summary = await reindex(app, did)
+    assert (summary["roles"], summary["roleHolders"]) == (["scribe"], 1)
+    assert await api.check(did, bob["did"]) == {"isMember": True, "isAdmin": False, "isPending": False,
+                                                "roles": ["scribe"]}
+    assert (await api.get(api.path(did, "/audit-log"), adminDid=bob["did"])).status == 200
+    assert [r["name"] for r in (await api.get(api.path(did, "/roles"))).json()["roles"]][-1] == "scribe"
+    assert await api.check(did, carol["did"]) == {"isMember": False, "isAdmin": False, "isPending": False}

@@ -1,7 +1,8 @@
 """`commonroom reindex <did>`: rebuild a community's local index from its repo.
 
-The repo is the source of truth for the profile, the admins list and the members (one
-`membershipProof` per member). Members keep their local row (join order, membership
+The repo is the source of truth for the profile, the admins list, the members (one
+`membershipProof` per member) and the roles (the `roles` record: custom roles, and who
+holds which, current members only). Members keep their local row (join order, membership
 record) when their proof is still there; members without a proof are dropped; proofs
 without a local row become members. Write intents of the community are cleared (the
 repo now says what happened). Join requests and app grants are local-only and stay.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from daemon import cli
 from daemon.atproto.pds import blob_cid
 from plugins.communities import records as rec
+from plugins.communities import roles
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for
 from store import communities as communities_store
 from store import intents as intents_store
@@ -33,6 +35,7 @@ async def reindex(app: "Application", did: str,
         repo = await community_repo_for(app, did)
         profile = await repo.get_record(rec.nsid(app, "profile"), "self")
         admins = await repo.get_record(rec.nsid(app, "admins"), "self")
+        roles_record = await repo.get_record(rec.nsid(app, "roles"), "self")
         proofs: dict[str, tuple[str, dict[str, Any]]] = {}
         cursor = None
         while True:
@@ -81,11 +84,13 @@ async def reindex(app: "Application", did: str,
                 if isinstance(entry, dict) and entry.get("did") in proofs:
                     ordered.append((entry["did"], entry.get("addedAt") or now))
             await members_store.set_admins_tx(tx, did, ordered)
+            rebuilt = await roles.rebuild_tx(tx, did, roles_record["value"] if roles_record else None,
+                                             set(proofs), now)
             counts = await members_store.count_tx(tx, did)
             await communities_store.set_counts_tx(tx, did, *counts)
             await intents_store.delete_community_tx(tx, did)
             summary = {"members": counts[0], "pending": counts[1], "added": added, "removed": removed,
-                       "admins": [d for d, _ in ordered]}
+                       "admins": [d for d, _ in ordered], **rebuilt}
             await audit_tx(app, tx, did, "community.reindexed", None, None, metadata=summary)
     return summary
 

@@ -218,6 +218,42 @@ def _not_builtin(name: str) -> None:
         raise ApiError(409, "role_builtin", f"{name} is a built-in role; it cannot be changed or deleted.")
 
 
+# ------------------------------------------------------------------ reindex
+
+
+async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: set[str], now: str) -> dict[str, Any]:
+    """Make the index's roles what the repo's `roles` record says (`commonroom reindex`):
+    valid custom roles only, held by current `members` only (the record may still name
+    someone who left). No record: no custom roles, nobody holds a role."""
+    from daemon.http import ApiError as Refused
+    defs: Definitions = {}
+    holders: Holders = {}
+    for entry in (record or {}).get("roles") or []:
+        try:
+            name = role_name(entry.get("name")) if isinstance(entry, dict) else None
+            if name is None or name in RESERVED:
+                continue
+            defs[name] = role_fields(entry)
+        except Refused:
+            continue  # not a definition this service would write: skipped
+    for entry in (record or {}).get("members") or []:
+        if isinstance(entry, dict) and entry.get("did") in members and isinstance(entry.get("roles"), list):
+            held = [r for r in dict.fromkeys(entry["roles"]) if r == "moderator" or r in defs]
+            if held:
+                holders[entry["did"]] = held
+    old_defs, old_holders = await _state(tx, did)
+    for name in old_defs.keys() - defs.keys():
+        await roles_store.delete_definition_tx(tx, did, name)
+    for name, role in defs.items():
+        await roles_store.put_definition_tx(tx, did, name, description=role["description"],
+                                            capabilities_json=json.dumps(role["capabilities"]),
+                                            collections_json=json.dumps(role["collections"]), now=now)
+    await roles_store.set_member_roles_tx(tx, did, [
+        (member, " ".join(holders.get(member, [])) or None, grants_of(holders.get(member, []), defs))
+        for member in {**old_holders, **holders}])
+    return {"roles": sorted(defs), "roleHolders": len(holders)}
+
+
 # ------------------------------------------------------------------ reconciliation
 
 
