@@ -268,3 +268,24 @@ async def test_reindex_rebuilds_roles_from_the_community_repo(app, client, peopl
     assert (await api.get(api.path(did, "/audit-log"), adminDid=bob["did"])).status == 200
     assert [r["name"] for r in (await api.get(api.path(did, "/roles"))).json()["roles"]][-1] == "scribe"
     assert await api.check(did, carol["did"]) == {"isMember": False, "isAdmin": False, "isPending": False}
+
+
+async def test_a_moderator_signed_in_in_the_browser_approves_and_reads_the_audit_log(app, client, people):
+    from commonroom_testing.http import login_as
+    api = await Api.make(app, client)
+    alice, bob, carol, dave = people("alice"), people("bob"), people("carol"), people("dave")
+    did = (await api.create(alice, "Browser mods", type="admin-approved"))["did"]
+    await member(api, did, alice["did"], bob["did"])
+    await member(api, did, alice["did"], dave["did"])
+    assert (await give(api, did, alice["did"], bob["did"], "moderator")).status == 200
+    assert (await api.join(did, carol["did"])).status == 202
+    bob_session, dave_session = await login_as(app, bob["did"]), await login_as(app, dave["did"])
+
+    refused(await client.get(f"/communities/{did}/members/pending", session=dave_session), 403, "not_admin")
+    pending = await client.get(f"/communities/{did}/members/pending", session=bob_session)
+    assert pending.status == 200 and [p["userDid"] for p in pending.json()["pendingMembers"]] == [carol["did"]]
+    approved = await client.post(f"/communities/{did}/members/{carol['did']}/approve", session=bob_session)
+    assert approved.status == 200, approved.text
+    log = await client.get(f"/communities/{did}/audit-log", session=bob_session)
+    assert log.status == 200 and log.json()["entries"][0]["action"] == "member.approved"
+    refused(await client.get(f"/communities/{did}/audit-log", session=dave_session), 403, "not_admin")
