@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable
 
 import pluggy
 import tornado.web
@@ -28,6 +28,10 @@ from daemon.routing import RouteTable
 from daemon.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.atproto.lexicons import Lexicons
+    from daemon.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
 
 log = logging.getLogger("commonroom")
 _access_log = logging.getLogger("commonroom.access")
@@ -130,7 +134,16 @@ def load_secret_key(config: Config) -> SecretBox:
 
 
 class Application(tornado.web.Application):
-    """The daemon's Tornado application. State hangs off this object."""
+    """The daemon's Tornado application. State hangs off this object, and everything it
+    holds is declared in `__init__`: the core's parts, then the services plugins register
+    (`cr_services`, interfaces in `daemon.services`)."""
+
+    # Services other plugins reach (None while the plugin offering it is disabled).
+    communities: CommunitiesService | None
+    apps: AppsService | None
+    webhooks: WebhooksService | None
+    oauth: OAuthService | None
+    web: WebService | None
 
     def __init__(self, config: Config, pm: pluggy.PluginManager, db: Database,
                  clock: Clock | None = None) -> None:
@@ -147,7 +160,6 @@ class Application(tornado.web.Application):
         self._idle = asyncio.Event()
         self._idle.set()
         self._http: Any = None
-        self.state: dict[str, Any] = {}  # per-plugin state, keyed by plugin name
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
@@ -155,8 +167,41 @@ class Application(tornado.web.Application):
         self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
         self.proofs = proofs.Proofs(self)
+        from daemon.atproto.accounts import AccountSessions
+        from daemon.atproto.identity import IdentityCache
         from daemon.atproto.writes import Writes
         self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
+        self.accounts = AccountSessions()  # PDS sessions of the community accounts
+        self.identity = IdentityCache()  # DID and handle resolution in flight
+        self._lexicons: Lexicons | None = None
+        #: Lean requests' tasks, referenced until they end (daemon/lean.py).
+        self.request_tasks: set[asyncio.Task[None]] = set()
+        # The plugins' services (declared above) and a third-party plugin's own state.
+        self.communities = self.apps = self.webhooks = self.oauth = self.web = None
+        self.extensions: dict[str, Any] = {}
+        self._register_services()
+
+    def _register_services(self) -> None:
+        from daemon.services import SERVICE_NAMES
+        owners: dict[str, str] = {}
+        for plugin, result in results_by_plugin(self.pm, "cr_services", app=self):
+            for name, service in (result or {}).items():
+                if name in owners:
+                    raise ConfigError(f"plugins {owners[name]!r} and {plugin!r} both register the service {name!r}")
+                owners[name] = plugin
+                if name in SERVICE_NAMES:
+                    setattr(self, name, service)
+                else:
+                    self.extensions[name] = service
+
+    @property
+    def lexicons(self) -> Lexicons:
+        """The lexicons in the configured namespace, loaded on first use (validation of
+        the records we write, daemon/atproto/lexicons.py)."""
+        if self._lexicons is None:
+            from daemon.atproto.lexicons import load_lexicons
+            self._lexicons = load_lexicons(self.config.atproto.namespace)
+        return self._lexicons
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen

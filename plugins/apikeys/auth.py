@@ -6,12 +6,10 @@ import hmac
 from typing import Any
 
 from daemon.http import ApiError, Principal
+from plugins.apikeys.facade import apps_of
 from plugins.apikeys.keys import KEY_RE, hash_key
 from store import apps as apps_store
 from store.db import VersionedCache
-
-CACHE_KEY = "apikeys.cache"
-
 
 async def authenticate_api_key(app: Any, key: str) -> Principal:
     """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
@@ -24,7 +22,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     if not KEY_RE.match(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = app.state.get(CACHE_KEY) or app.state.setdefault(CACHE_KEY, VersionedCache(app.clock))
+    cache: VersionedCache = apps_of(app).key_cache
     version = cache.version(app.db)
     cached = cache.get(version, digest)
     if cached is not None:
