@@ -268,8 +268,9 @@ class Application(tornado.web.Application):
 
     def spawn_periodic(self, name: str, interval: float,
                        work: Callable[[bool], Awaitable[Any]]) -> asyncio.Task[Any]:
-        """Run ``work(first)`` now (``first=True``) and then every `interval` seconds, as a
-        background task; an exception is logged and the next pass runs anyway."""
+        """Run ``work(first)`` now (``first=True``) and then every `interval` seconds of the
+        app's clock (a test steps its `FakeClock` over the interval), as a background task;
+        an exception is logged and the next pass runs anyway."""
         async def loop() -> None:
             first = True
             while True:
@@ -278,7 +279,7 @@ class Application(tornado.web.Application):
                 except Exception:
                     log.exception("background work %s failed; retrying in %.0f s", name, interval)
                 first = False
-                await asyncio.sleep(interval)
+                await self.clock.sleep(interval)
 
         return self.spawn(loop(), name=name)
 

@@ -124,7 +124,7 @@ def test_async_broadcast_hooks_are_awaited_and_share_the_transaction(io_loop, st
         io_loop.run_sync(app.shutdown)
 
 
-async def test_periodic_background_work_survives_a_failing_pass(app):
+async def test_periodic_background_work_survives_a_failing_pass(app, clock):
     import asyncio
     calls = []
 
@@ -133,13 +133,36 @@ async def test_periodic_background_work_survives_a_failing_pass(app):
         if len(calls) == 1:
             raise RuntimeError("first pass fails")
 
-    task = app.spawn_periodic("test.periodic", 0.01, work)
+    task = app.spawn_periodic("test.periodic", 60.0, work)
     for _ in range(100):
         if len(calls) >= 3:
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let the task reach its wait, then step over the interval
+        clock.advance(60.0)
     task.cancel()
     assert calls[:3] == [True, False, False]
+
+
+async def test_periodic_work_waits_for_the_apps_clock(app, clock):
+    import asyncio
+    calls = []
+
+    async def work(first):
+        calls.append(first)
+
+    task = app.spawn_periodic("test.periodic", 60.0, work)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert calls == [True]  # the interval has not passed on the app's clock
+    clock.advance(59.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert calls == [True]
+    clock.advance(1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    task.cancel()
+    assert calls == [True, False]
 
 
 def test_the_service_does_not_load_the_example_plugin():

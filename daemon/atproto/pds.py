@@ -131,6 +131,8 @@ def _error_from_response(resp: Any, nsid: str) -> PdsError:
 
 
 # The wait between attempts; tests replace it to see the delays asked for without waiting.
+# Real time, not the app's clock: it paces requests to a real server, which tests run
+# against (the devnet) while their fake clock stands still.
 _pause = asyncio.sleep
 
 
