@@ -6,7 +6,6 @@ import hmac
 from typing import Any
 
 from daemon.http import ApiError, Principal
-from plugins.apikeys.facade import apps_of
 from plugins.apikeys.keys import KEY_RE, hash_key
 from store import apps as apps_store
 from store.db import VersionedCache
@@ -22,7 +21,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     if not KEY_RE.match(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = apps_of(app).key_cache
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (facade.py)
     version = cache.version(app.db)
     cached = cache.get(version, digest)
     if cached is not None:
