@@ -156,6 +156,10 @@ class Application(tornado.web.Application):
         self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
         self.secrets = load_secret_key(config)
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Whether periodic work (`spawn_periodic`) runs again after its start-up pass. The
+        #: test fixtures turn it off: a test that steps the fake clock runs the passes it
+        #: wants itself, instead of racing the daemon's own.
+        self.repeat_periodic = True
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -270,7 +274,8 @@ class Application(tornado.web.Application):
                        work: Callable[[bool], Awaitable[Any]]) -> asyncio.Task[Any]:
         """Run ``work(first)`` now (``first=True``) and then every `interval` seconds of the
         app's clock (a test steps its `FakeClock` over the interval), as a background task;
-        an exception is logged and the next pass runs anyway."""
+        an exception is logged and the next pass runs anyway. Only the first pass runs while
+        `repeat_periodic` is False."""
         async def loop() -> None:
             first = True
             while True:
@@ -278,6 +283,8 @@ class Application(tornado.web.Application):
                     await work(first)
                 except Exception:
                     log.exception("background work %s failed; retrying in %.0f s", name, interval)
+                if not self.repeat_periodic:
+                    return
                 first = False
                 await self.clock.sleep(interval)
 
@@ -334,14 +341,16 @@ class Application(tornado.web.Application):
 
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
-                     start: bool = True) -> Application:
-    """Open and migrate the store, build the routes, start the plugins' background work."""
+                     start: bool = True, repeat_periodic: bool = True) -> Application:
+    """Open and migrate the store, build the routes, start the plugins' background work
+    (periodic work after its start-up pass only with `repeat_periodic`)."""
     db = Database(config.database_path, read_connections=config.storage.read_connections,
                   busy_timeout_ms=config.storage.busy_timeout_ms)
     await db.open()
     try:
         await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
+        app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
                                *proofs.routes()]

@@ -89,15 +89,5 @@ class FailIndexOnce:
 
 
 @pytest.fixture
-def manual_reconcile(app: Any) -> None:
-    """The test runs every reconciliation pass itself and asserts on what each settled: the
-    daemon's periodic pass, which waits on the app's clock (so a test's `clock.advance`
-    would wake it too), is stopped after the start-up pass."""
-    for task in list(app._tasks):
-        if task.get_name() == "writes.reconciler":
-            task.cancel()
-
-
-@pytest.fixture
 def failer() -> FailIndexOnce:
     return FailIndexOnce()

@@ -12,7 +12,7 @@ import pytest
 from plugins.communities.reconcile import reconcile
 from tests.fixtures_communities import Api, FailIndexOnce, proofs_on_pds
 
-pytestmark = [pytest.mark.pds, pytest.mark.usefixtures("manual_reconcile")]
+pytestmark = pytest.mark.pds
 
 AFTER = 300.0  # communities.reconcile_after_seconds (the default)
 

@@ -14,7 +14,7 @@ from plugins.records.writes import reconcile
 from tests.fixtures_communities import FailIndexOnce
 from tests.test_records_api import COLLECTION, note, on_pds, path, setup
 
-pytestmark = [pytest.mark.pds, pytest.mark.usefixtures("manual_reconcile")]
+pytestmark = pytest.mark.pds
 
 AFTER = 30.0  # records.reconcile_after_seconds (the default)
 

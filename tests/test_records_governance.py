@@ -17,7 +17,7 @@ from tests.conftest import deep_merge
 from tests.fixtures_communities import Api
 from tests.test_records_api import COLLECTION, note, on_pds, path, setup
 
-pytestmark = [pytest.mark.pds, pytest.mark.usefixtures("manual_reconcile")]
+pytestmark = pytest.mark.pds
 
 AFTER = 30.0
 
