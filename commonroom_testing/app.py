@@ -109,9 +109,13 @@ def state_dir(tmp_path: Path, template_db: Path) -> Path:
 @pytest.fixture
 def app(io_loop: Any, state_dir: Path, clock: FakeClock, config_overrides: dict[str, Any],
         extra_plugins: tuple) -> Iterator[Any]:
-    """The started application (`daemon.app.Application`), shut down after the test."""
+    """The started application (`daemon.app.Application`), shut down after the test.
+
+    Its periodic work (the write reconciler, the sessions janitor) runs its start-up pass
+    only: it waits on the fake clock, so a test stepping the clock would otherwise race it.
+    A test runs the passes it wants itself, or sets ``app.repeat_periodic = True``."""
     config, pm = build_config(state_dir, config_overrides, extra_plugins)
-    application = io_loop.run_sync(lambda: create_app(config, pm, clock=clock))
+    application = io_loop.run_sync(lambda: create_app(config, pm, clock=clock, repeat_periodic=False))
     yield application
     io_loop.run_sync(application.shutdown)
 

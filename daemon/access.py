@@ -15,19 +15,30 @@ A community whose creation has not finished is invisible (treated as unknown).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from daemon.http import ApiError
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row, Transaction
+from store.db import Reader, Row
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
 
-__all__ = ["MemberStatus", "NOBODY", "status_from_row", "member_status", "member_status_tx",
-           "app_can_see", "app_can_see_tx", "require_community", "checked_status", "NOT_FOUND",
-           "APP_NOT_TRUSTED", "app_manages", "app_manages_tx", "require_manager", "require_manager_tx"]
+__all__ = ["Actor", "MemberStatus", "NOBODY", "status_from_row", "member_status", "app_can_see",
+           "require_community", "checked_status", "NOT_FOUND", "APP_NOT_TRUSTED", "app_manages",
+           "require_manager"]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: the user (asserted by an app, or the session user) and the app, if any."""
+
+    did: str
+    app_id: str | None = None
+    #: The user is proven: a browser session, or a verified proof from the app (daemon/proofs.py).
+    proven: bool = False
 
 
 class MemberStatus(NamedTuple):
@@ -75,13 +86,10 @@ def status_from_row(row: Row | None) -> MemberStatus:
                         tuple(roles.split()), frozenset(grants.split()) if grants else frozenset())
 
 
-async def member_status(app: "Application", community_did: str, user_did: str) -> MemberStatus:
-    """What `user_did` is in the community (all False if the community is unknown)."""
-    return status_from_row(await members_store.status(app.db, community_did, user_did))
-
-
-async def member_status_tx(tx: Transaction, community_did: str, user_did: str) -> MemberStatus:
-    return status_from_row(await members_store.status_tx(tx, community_did, user_did))
+async def member_status(db: Reader, community_did: str, user_did: str) -> MemberStatus:
+    """What `user_did` is in the community (all False if the community is unknown); `db`:
+    ``app.db``, or the transaction a command checks in."""
+    return status_from_row(await members_store.status(db, community_did, user_did))
 
 
 def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
@@ -92,24 +100,14 @@ def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
     return row["creator_app_id"] == app_id or allowed
 
 
-async def app_can_see(app: "Application", community_did: str, app_id: str | None) -> bool:
+async def app_can_see(db: Reader, community_did: str, app_id: str | None) -> bool:
     """Whether `app_id` (None: no app, i.e. the service's own browser routes) may see the
     community at all. False for unknown communities."""
-    row = await communities_store.get_community(app.db, community_did)
+    row = await communities_store.get_community(db, community_did)
     if row is None:
         return False
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
-               and await communities_store.app_allowed(app.db, community_did, app_id))
-    return _visible(row, app_id, allowed)
-
-
-async def app_can_see_tx(tx: Transaction, community_did: str, app_id: str | None) -> bool:
-    """`app_can_see` inside a write transaction."""
-    row = await communities_store.get_community_tx(tx, community_did)
-    if row is None:
-        return False
-    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
-               and await communities_store.app_allowed_tx(tx, community_did, app_id))
+               and await communities_store.app_allowed(db, community_did, app_id))
     return _visible(row, app_id, allowed)
 
 
@@ -155,25 +153,14 @@ def APP_NOT_TRUSTED(did: str, app_id: str) -> ApiError:  # noqa: N802
                     "this service (POST /communities/:did/apps/:appId with {\"manage\": true}).")
 
 
-async def app_manages(app: "Application", row: Row, app_id: str | None) -> bool:
+async def app_manages(db: Reader, row: Row, app_id: str | None) -> bool:
     """Whether `app_id` may act for the community's admins (None: a browser session: yes)."""
     if app_id is None or row["creator_app_id"] == app_id:
         return True
-    return await communities_store.app_manages(app.db, row["did"], app_id)
+    return await communities_store.app_manages(db, row["did"], app_id)
 
 
-async def app_manages_tx(tx: Transaction, row: Row, app_id: str | None) -> bool:
-    if app_id is None or row["creator_app_id"] == app_id:
-        return True
-    return await communities_store.app_manages_tx(tx, row["did"], app_id)
-
-
-async def require_manager(app: "Application", row: Row, app_id: str | None) -> None:
+async def require_manager(db: Reader, row: Row, app_id: str | None) -> None:
     """403 `app_not_trusted` unless `app_id` may act for the community's admins."""
-    if not await app_manages(app, row, app_id):
-        raise APP_NOT_TRUSTED(row["did"], app_id or "-")
-
-
-async def require_manager_tx(tx: Transaction, row: Row, app_id: str | None) -> None:
-    if not await app_manages_tx(tx, row, app_id):
+    if not await app_manages(db, row, app_id):
         raise APP_NOT_TRUSTED(row["did"], app_id or "-")

@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable
 
 import pluggy
 import tornado.web
@@ -28,6 +28,10 @@ from daemon.routing import RouteTable
 from daemon.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.atproto.lexicons import Lexicons
+    from daemon.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
 
 log = logging.getLogger("commonroom")
 _access_log = logging.getLogger("commonroom.access")
@@ -130,7 +134,16 @@ def load_secret_key(config: Config) -> SecretBox:
 
 
 class Application(tornado.web.Application):
-    """The daemon's Tornado application. State hangs off this object."""
+    """The daemon's Tornado application. State hangs off this object, and everything it
+    holds is declared in `__init__`: the core's parts, then the services plugins register
+    (`cr_services`, interfaces in `daemon.services`)."""
+
+    # Services other plugins reach (None while the plugin offering it is disabled).
+    communities: CommunitiesService | None
+    apps: AppsService | None
+    webhooks: WebhooksService | None
+    oauth: OAuthService | None
+    web: WebService | None
 
     def __init__(self, config: Config, pm: pluggy.PluginManager, db: Database,
                  clock: Clock | None = None) -> None:
@@ -143,11 +156,14 @@ class Application(tornado.web.Application):
         self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
         self.secrets = load_secret_key(config)
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Whether periodic work (`spawn_periodic`) runs again after its start-up pass. The
+        #: test fixtures turn it off: a test that steps the fake clock runs the passes it
+        #: wants itself, instead of racing the daemon's own.
+        self.repeat_periodic = True
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
         self._http: Any = None
-        self.state: dict[str, Any] = {}  # per-plugin state, keyed by plugin name
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
@@ -155,8 +171,41 @@ class Application(tornado.web.Application):
         self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
         self.proofs = proofs.Proofs(self)
+        from daemon.atproto.accounts import AccountSessions
+        from daemon.atproto.identity import IdentityCache
         from daemon.atproto.writes import Writes
         self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
+        self.accounts = AccountSessions()  # PDS sessions of the community accounts
+        self.identity = IdentityCache()  # DID and handle resolution in flight
+        self._lexicons: Lexicons | None = None
+        #: Lean requests' tasks, referenced until they end (daemon/lean.py).
+        self.request_tasks: set[asyncio.Task[None]] = set()
+        # The plugins' services (declared above) and a third-party plugin's own state.
+        self.communities = self.apps = self.webhooks = self.oauth = self.web = None
+        self.extensions: dict[str, Any] = {}
+        self._register_services()
+
+    def _register_services(self) -> None:
+        from daemon.services import SERVICE_NAMES
+        owners: dict[str, str] = {}
+        for plugin, result in results_by_plugin(self.pm, "cr_services", app=self):
+            for name, service in (result or {}).items():
+                if name in owners:
+                    raise ConfigError(f"plugins {owners[name]!r} and {plugin!r} both register the service {name!r}")
+                owners[name] = plugin
+                if name in SERVICE_NAMES:
+                    setattr(self, name, service)
+                else:
+                    self.extensions[name] = service
+
+    @property
+    def lexicons(self) -> Lexicons:
+        """The lexicons in the configured namespace, loaded on first use (validation of
+        the records we write, daemon/atproto/lexicons.py)."""
+        if self._lexicons is None:
+            from daemon.atproto.lexicons import load_lexicons
+            self._lexicons = load_lexicons(self.config.atproto.namespace)
+        return self._lexicons
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -223,8 +272,10 @@ class Application(tornado.web.Application):
 
     def spawn_periodic(self, name: str, interval: float,
                        work: Callable[[bool], Awaitable[Any]]) -> asyncio.Task[Any]:
-        """Run ``work(first)`` now (``first=True``) and then every `interval` seconds, as a
-        background task; an exception is logged and the next pass runs anyway."""
+        """Run ``work(first)`` now (``first=True``) and then every `interval` seconds of the
+        app's clock (a test steps its `FakeClock` over the interval), as a background task;
+        an exception is logged and the next pass runs anyway. Only the first pass runs while
+        `repeat_periodic` is False."""
         async def loop() -> None:
             first = True
             while True:
@@ -232,8 +283,10 @@ class Application(tornado.web.Application):
                     await work(first)
                 except Exception:
                     log.exception("background work %s failed; retrying in %.0f s", name, interval)
+                if not self.repeat_periodic:
+                    return
                 first = False
-                await asyncio.sleep(interval)
+                await self.clock.sleep(interval)
 
         return self.spawn(loop(), name=name)
 
@@ -288,14 +341,16 @@ class Application(tornado.web.Application):
 
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
-                     start: bool = True) -> Application:
-    """Open and migrate the store, build the routes, start the plugins' background work."""
+                     start: bool = True, repeat_periodic: bool = True) -> Application:
+    """Open and migrate the store, build the routes, start the plugins' background work
+    (periodic work after its start-up pass only with `repeat_periodic`)."""
     db = Database(config.database_path, read_connections=config.storage.read_connections,
                   busy_timeout_ms=config.storage.busy_timeout_ms)
     await db.open()
     try:
         await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
+        app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
                                *proofs.routes()]

@@ -152,6 +152,27 @@ def cr_render_page(handler: "BaseHandler", page: str, title: str, status: int,
     """
 
 
+# ------------------------------------------------------------------ services
+
+
+@hookspec
+def cr_services(app: "Application") -> dict[str, Any] | None:
+    """Register the services the plugin offers other plugins, and its own state.
+
+    Called once, as the Application is built (before `cr_routes`). Plugins never import
+    each other's modules: what one plugin offers the others is an object it registers
+    here, reached as an attribute of the Application.
+
+    :param app: the application being built (config, store, clock, plugin manager).
+    :return: ``{name: service}`` or None. A name in `daemon.services.SERVICE_NAMES`
+        (``communities``, ``apps``, ``webhooks``, ``oauth``, ``web``) sets that typed
+        attribute of the Application (``app.communities``...), and the object must offer
+        the interface `daemon.services` declares for it; any other name, which should be
+        the plugin's own, is kept in ``app.extensions[name]`` (a third-party plugin's
+        state). All results are collected; two plugins registering one name is an error.
+    """
+
+
 # ------------------------------------------------------------------ lifecycle
 
 

@@ -48,7 +48,6 @@ log = logging.getLogger("commonroom.http")
 
 _METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
 _CONTROL_CHARS = RequestHandler._remove_control_chars_regex
-_TASKS = "lean.tasks"
 _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
@@ -234,7 +233,7 @@ class LeanDelegate(httputil.HTTPMessageDelegate):
         if task is not None:
             # The connection waits for the response, not for the task: keep the task
             # referenced until it ends, even if the client goes away.
-            tasks: set[asyncio.Task[None]] = self.application.state.setdefault(_TASKS, set())
+            tasks = self.application.request_tasks
             tasks.add(task)
             task.add_done_callback(tasks.discard)
 

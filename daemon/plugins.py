@@ -97,14 +97,16 @@ def _registered(pm: pluggy.PluginManager) -> list[str]:
 
 
 def results_by_plugin(pm: pluggy.PluginManager, hook_name: str,
-                      names: Iterable[str] | None = None) -> list[tuple[str, Any]]:
-    """``(plugin name, result)`` of each plugin's implementation of a hook that takes no
-    arguments, one plugin at a time, in the order of `names` (default: registration
-    order). A plain hook call would mix the results and order them last-registered first."""
+                      names: Iterable[str] | None = None, **kwargs: Any) -> list[tuple[str, Any]]:
+    """``(plugin name, result)`` of each plugin's implementation of a hook, called with
+    the `kwargs` it takes, one plugin at a time, in the order of `names` (default:
+    registration order). A plain hook call would mix the results and order them
+    last-registered first."""
     impls: dict[str, list[Any]] = {}
     for impl in getattr(pm.hook, hook_name).get_hookimpls():
         impls.setdefault(impl.plugin_name, []).append(impl)
-    return [(name, impl.function()) for name in (_registered(pm) if names is None else names)
+    return [(name, impl.function(**{arg: kwargs[arg] for arg in impl.argnames}))
+            for name in (_registered(pm) if names is None else names)
             for impl in impls.get(name, ())]
 
 

@@ -149,9 +149,9 @@ async def main() -> None:
         # Phase 1a: drain a backlog (events committed while the delivery loop was stopped).
         await dispatcher(app).stop()
         await emit_batches(args.events, "b")
-        app.state["webhooks"] = Dispatcher(app)
+        app.webhooks.dispatcher = Dispatcher(app)
         started = time.time()
-        app.state["webhooks"].start()
+        app.webhooks.dispatcher.start()
         got = await wait_for(expected)
         finished = max(t for _, t in got)
         print(f"backlog: {len(got)}/{expected} deliveries to {args.webhooks} webhook(s) in "

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from store.db import Database, Row, Transaction
+from store.db import Reader, Row, Transaction
 
 
-async def get_account(db: Database, did: str) -> Row | None:
+async def get_account(db: Reader, did: str) -> Row | None:
     return await db.fetchone("SELECT * FROM community_accounts WHERE did = ?", (did,))
-
-
-async def get_account_tx(tx: Transaction, did: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM community_accounts WHERE did = ?", (did,))
 
 
 async def upsert_account_tx(tx: Transaction, *, did: str, handle: str, pds_url: str, origin: str,

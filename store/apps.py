@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 
 async def insert_app_tx(tx: Transaction, *, app_id: str, owner_did: str, name: str, domain: str,
@@ -27,12 +27,8 @@ async def count_active_tx(tx: Transaction, owner_did: str) -> int:
     return await tx.fetchval("SELECT count(*) FROM apps WHERE owner_did = ? AND active = 1", (owner_did,))
 
 
-async def get_app(db: Database, app_id: str) -> Row | None:
+async def get_app(db: Reader, app_id: str) -> Row | None:
     return await db.fetchone("SELECT * FROM apps WHERE id = ?", (app_id,))
-
-
-async def get_app_tx(tx: Transaction, app_id: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM apps WHERE id = ?", (app_id,))
 
 
 async def find_by_key_hash(db: Database, key_hash: bytes) -> Row | None:

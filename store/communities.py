@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 _COLUMNS = ("handle", "display_name", "description", "type", "avatar_cid", "avatar_mime",
             "avatar_size", "banner_cid", "banner_mime", "banner_size", "pds_url", "state")
@@ -15,13 +15,9 @@ _COLUMNS = ("handle", "display_name", "description", "type", "avatar_cid", "avat
 # ------------------------------------------------------------------ communities
 
 
-async def get_community(db: Database, did: str) -> Row | None:
+async def get_community(db: Reader, did: str) -> Row | None:
     """By DID: a unique-index lookup, answered on the event-loop thread (`fetchone_now`)."""
     return await db.fetchone_now("SELECT * FROM communities WHERE did = ?", (did,))
-
-
-async def get_community_tx(tx: Transaction, did: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM communities WHERE did = ?", (did,))
 
 
 async def insert_community_tx(tx: Transaction, *, did: str, handle: str, display_name: str,
@@ -52,19 +48,13 @@ async def delete_community_tx(tx: Transaction, did: str) -> None:
     await tx.execute("DELETE FROM communities WHERE did = ?", (did,))
 
 
-async def creating_community(db: Database, *, handle: str) -> Row | None:
-    """A community whose creation started but did not finish, by handle."""
-    return await db.fetchone(
-        "SELECT * FROM communities WHERE handle = ? AND state = 'creating'", (handle,))
-
-
-async def creating_community_tx(tx: Transaction, *, did: str | None = None,
-                                handle: str | None = None) -> Row | None:
+async def creating_community(db: Reader, *, did: str | None = None,
+                             handle: str | None = None) -> Row | None:
     """A community whose creation started but did not finish, by DID or handle."""
     if did is not None:
-        return await tx.fetchone(
+        return await db.fetchone(
             "SELECT * FROM communities WHERE did = ? AND state = 'creating'", (did,))
-    return await tx.fetchone(
+    return await db.fetchone(
         "SELECT * FROM communities WHERE handle = ? AND state = 'creating'", (handle,))
 
 
@@ -85,14 +75,8 @@ _VISIBLE_SQL = ("(c.type != 'private' OR ? IS NULL OR c.creator_app_id = ? OR EX
                 "SELECT 1 FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?))")
 
 
-async def app_allowed(db: Database, community_did: str, app_id: str) -> bool:
+async def app_allowed(db: Reader, community_did: str, app_id: str) -> bool:
     return await db.fetchone_now(
-        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ?",
-        (community_did, app_id)) is not None
-
-
-async def app_allowed_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
-    return await tx.fetchone(
         "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ?",
         (community_did, app_id)) is not None
 
@@ -110,15 +94,9 @@ async def allow_app_tx(tx: Transaction, community_did: str, app_id: str, by: str
     return cur.rowcount > 0
 
 
-async def app_manages(db: Database, community_did: str, app_id: str) -> bool:
+async def app_manages(db: Reader, community_did: str, app_id: str) -> bool:
     """Whether an admin granted `app_id` management of the community (creator app aside)."""
     return await db.fetchone_now(
-        "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ? AND manage = 1",
-        (community_did, app_id)) is not None
-
-
-async def app_manages_tx(tx: Transaction, community_did: str, app_id: str) -> bool:
-    return await tx.fetchone(
         "SELECT 1 FROM community_apps WHERE community_did = ? AND app_id = ? AND manage = 1",
         (community_did, app_id)) is not None
 

@@ -4,7 +4,9 @@ All writes go through `Database.transaction(name)`, which serialises writers on 
 connection and issues ``BEGIN IMMEDIATE`` so a write transaction never has to be
 upgraded half-way. Reads use separate connections and, thanks to WAL, never wait
 behind a writer. Functions that must run inside a caller's transaction take the
-`Transaction` and end in ``_tx``.
+`Transaction` and end in ``_tx``; a read takes a `Reader`, which both a `Database` (the
+read connections) and a `Transaction` (its own connection, seeing its own writes) are, so
+each query is written once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Protocol, Sequence
 
 import aiosqlite
 
@@ -52,8 +54,18 @@ def _fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[Row]:
         cur.close()
 
 
+class Reader(Protocol):
+    """What a read query needs: a `Database` or a `Transaction`."""
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None: ...
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]: ...
+    async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any: ...
+    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+        """`fetchone` for a lookup through an index; see `Database.fetchone_now`."""
+
+
 class Transaction:
-    """A write transaction in progress; passed to `*_tx` functions."""
+    """A write transaction in progress; passed to `*_tx` functions, and a `Reader`."""
 
     def __init__(self, conn: aiosqlite.Connection, name: str) -> None:
         self._conn = conn
@@ -77,6 +89,10 @@ class Transaction:
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
+
+    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+        """`fetchone`: inside a transaction every read goes through its connection."""
+        return await self.fetchone(sql, params)
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
         """Run `callback` (sync, or returning an awaitable) once the transaction commits."""

@@ -5,15 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 
-async def get(db: Database, key: str) -> Row | None:
+async def get(db: Reader, key: str) -> Row | None:
     return await db.fetchone("SELECT * FROM write_intents WHERE key = ?", (key,))
-
-
-async def get_tx(tx: Transaction, key: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM write_intents WHERE key = ?", (key,))
 
 
 async def begin_tx(tx: Transaction, *, kind: str, key: str, community_did: str | None,
@@ -22,7 +18,7 @@ async def begin_tx(tx: Transaction, *, kind: str, key: str, community_did: str |
     """The intent `key`: with `reuse`, the existing one if any (a retry: same rkey, one
     more try); otherwise a new row (a clash on `key` raises)."""
     if reuse:
-        row = await get_tx(tx, key)
+        row = await get(tx, key)
         if row is not None:
             await tx.execute("UPDATE write_intents SET tries = tries + 1 WHERE id = ?", (row["id"],))
             return row
@@ -31,7 +27,7 @@ async def begin_tx(tx: Transaction, *, kind: str, key: str, community_did: str |
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         (kind, key, community_did, operation, rkey,
          json.dumps(payload, separators=(",", ":"), ensure_ascii=False), now))
-    row = await get_tx(tx, key)
+    row = await get(tx, key)
     assert row is not None
     return row
 

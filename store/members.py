@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 # ------------------------------------------------------------------ status
 
@@ -17,7 +17,7 @@ _STATUS_SQL = (
     "WHERE c.did = ?")
 
 
-async def status(db: Database, community_did: str, user_did: str) -> Row | None:
+async def status(db: Reader, community_did: str, user_did: str) -> Row | None:
     """One row: the community's type/state and the user's member/admin/pending status
     (None if the community is unknown). A single indexed lookup per table, answered on the
     event-loop thread (`fetchone_now`)."""
@@ -38,28 +38,13 @@ async def status_for_app(db: Database, community_did: str, user_did: str, app_id
     return await db.fetchone_now(_CHECK_SQL, (app_id or "", user_did, user_did, community_did))
 
 
-async def status_tx(tx: Transaction, community_did: str, user_did: str) -> Row | None:
-    return await tx.fetchone(_STATUS_SQL, (user_did, user_did, community_did))
-
-
-async def get_member(db: Database, community_did: str, member_did: str) -> Row | None:
+async def get_member(db: Reader, community_did: str, member_did: str) -> Row | None:
     return await db.fetchone("SELECT * FROM members WHERE community_did = ? AND member_did = ?",
                              (community_did, member_did))
 
 
-async def get_member_tx(tx: Transaction, community_did: str, member_did: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM members WHERE community_did = ? AND member_did = ?",
-                             (community_did, member_did))
-
-
-async def get_request(db: Database, community_did: str, member_did: str) -> Row | None:
+async def get_request(db: Reader, community_did: str, member_did: str) -> Row | None:
     return await db.fetchone(
-        "SELECT * FROM join_requests WHERE community_did = ? AND member_did = ?",
-        (community_did, member_did))
-
-
-async def get_request_tx(tx: Transaction, community_did: str, member_did: str) -> Row | None:
-    return await tx.fetchone(
         "SELECT * FROM join_requests WHERE community_did = ? AND member_did = ?",
         (community_did, member_did))
 
@@ -118,15 +103,9 @@ async def count_tx(tx: Transaction, community_did: str) -> tuple[int, int]:
 # ------------------------------------------------------------------ admins
 
 
-async def admins(db: Database, community_did: str) -> list[Row]:
+async def admins(db: Reader, community_did: str) -> list[Row]:
     """Admins in order (index 0 is the primary admin)."""
     return await db.fetchall(
-        "SELECT member_did, admin_rank, admin_since FROM members "
-        "WHERE community_did = ? AND admin_rank IS NOT NULL ORDER BY admin_rank", (community_did,))
-
-
-async def admins_tx(tx: Transaction, community_did: str) -> list[Row]:
-    return await tx.fetchall(
         "SELECT member_did, admin_rank, admin_since FROM members "
         "WHERE community_did = ? AND admin_rank IS NOT NULL ORDER BY admin_rank", (community_did,))
 

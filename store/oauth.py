@@ -5,7 +5,7 @@ sees a plaintext token."""
 
 from __future__ import annotations
 
-from store.db import Database, Row, Transaction
+from store.db import Reader, Row, Transaction
 
 # ------------------------------------------------------------------ flows
 
@@ -50,12 +50,8 @@ async def insert_grant_tx(tx: Transaction, *, session_id: str, did: str, issuer:
          refresh_token_sealed, dpop_key_sealed, access_expires_at, now))
 
 
-async def get_grant(db: Database, session_id: str) -> Row | None:
+async def get_grant(db: Reader, session_id: str) -> Row | None:
     return await db.fetchone("SELECT * FROM oauth_grants WHERE session_id = ?", (session_id,))
-
-
-async def get_grant_tx(tx: Transaction, session_id: str) -> Row | None:
-    return await tx.fetchone("SELECT * FROM oauth_grants WHERE session_id = ?", (session_id,))
 
 
 async def update_tokens_tx(tx: Transaction, session_id: str, *, access_token_sealed: str,

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 
-async def get_record(db: Database, community_did: str, collection: str, rkey: str) -> Row | None:
+async def get_record(db: Reader, community_did: str, collection: str, rkey: str) -> Row | None:
     return await db.fetchone(
-        "SELECT * FROM records WHERE community_did = ? AND collection = ? AND rkey = ?",
-        (community_did, collection, rkey))
-
-
-async def get_record_tx(tx: Transaction, community_did: str, collection: str, rkey: str) -> Row | None:
-    return await tx.fetchone(
         "SELECT * FROM records WHERE community_did = ? AND collection = ? AND rkey = ?",
         (community_did, collection, rkey))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 # ------------------------------------------------------------------ webhooks
 
@@ -35,12 +35,8 @@ _WEBHOOK_COLUMNS = (
     "(SELECT event_type FROM webhook_events WHERE webhook_id = w.id ORDER BY event_type)) AS events_json")
 
 
-async def get_webhook(db: Database, webhook_id: str) -> Row | None:
+async def get_webhook(db: Reader, webhook_id: str) -> Row | None:
     return await db.fetchone(f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks w WHERE w.id = ?", (webhook_id,))
-
-
-async def get_webhook_tx(tx: Transaction, webhook_id: str) -> Row | None:
-    return await tx.fetchone(f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks w WHERE w.id = ?", (webhook_id,))
 
 
 async def list_webhooks(db: Database, app_id: str, limit: int,
@@ -185,14 +181,8 @@ async def prune_completed_tx(tx: Transaction, before: str, limit: int = 5000) ->
 _DELIVERY_COLUMNS = "d.*, e.type AS event_type"
 
 
-async def get_delivery(db: Database, webhook_id: str, delivery_id: int) -> Row | None:
+async def get_delivery(db: Reader, webhook_id: str, delivery_id: int) -> Row | None:
     return await db.fetchone(
-        f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id "
-        "WHERE d.webhook_id = ? AND d.id = ?", (webhook_id, delivery_id))
-
-
-async def get_delivery_tx(tx: Transaction, webhook_id: str, delivery_id: int) -> Row | None:
-    return await tx.fetchone(
         f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id "
         "WHERE d.webhook_id = ? AND d.id = ?", (webhook_id, delivery_id))
 

@@ -217,4 +217,4 @@ async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: 
 
 def settle(app: Any) -> Any:
     """Wait until the delivery loop has nothing due and nothing in flight."""
-    return app.state["webhooks"].settle()
+    return app.webhooks.dispatcher.settle()

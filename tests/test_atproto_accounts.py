@@ -159,7 +159,7 @@ async def test_the_database_holds_no_plaintext_secret(app: Any, devnet: Any, new
     row = await store.get_account(app.db, provisioned.did)
     secrets = [app.secrets.open(row["password_sealed"], f"community_accounts.password:{provisioned.did}"),
                app_password]
-    for session in app.state["atproto.accounts"].sessions.values():
+    for session in app.accounts.sessions.values():
         secrets += [session.access_jwt, session.refresh_jwt,
                     session.access_jwt.rsplit(".", 1)[1], session.refresh_jwt.rsplit(".", 1)[1]]
     assert len(secrets) == 10
@@ -178,7 +178,7 @@ async def test_the_database_holds_no_plaintext_secret(app: Any, devnet: Any, new
 async def test_concurrent_callers_share_one_login(app: Any, new_handle: Any, http_log: Any) -> None:
     account = await provision_account(app, new_handle("share"))
     # Forget the session everywhere, as after a restart with no stored session.
-    app.state["atproto.accounts"].sessions.clear()
+    app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
         await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
     http_log.clear()
@@ -205,7 +205,7 @@ async def test_sessions_are_refreshed_when_they_expire(app: Any, new_handle: Any
     assert http_log.count("refreshSession") == 1 and http_log.count("createSession") == 0
 
     # A session the PDS no longer accepts (e.g. revoked) is replaced by a new login.
-    state = app.state["atproto.accounts"]
+    state = app.accounts
     old = state.sessions[account.did]
     state.sessions[account.did] = accounts._Session("not-a-token", "not-a-token",
                                                     old.access_expires_at, old.refresh_expires_at)
@@ -220,7 +220,7 @@ async def test_a_revoked_app_password_is_a_502_naming_the_cause(app: Any, devnet
     app_password = devnet.create_app_password(owner, "to-revoke")
     await bring_own_account(app, owner["did"], app_password)
     devnet.xrpc("com.atproto.server.revokeAppPassword", {"name": "to-revoke"}, token=owner["accessJwt"])
-    app.state["atproto.accounts"].sessions.clear()
+    app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
         await store.update_session_tx(tx, owner["did"], None, app.clock.iso_now())
     repo = await community_repo(app, owner["did"])
@@ -245,7 +245,7 @@ async def test_credentials_survive_a_secret_key_rotation(app: Any, new_handle: A
     account = await provision_account(app, new_handle("rot"))
     old_key = parse_key(TEST_SECRET_KEY)
     app.secrets = SecretBox(os.urandom(32), (old_key,))
-    app.state["atproto.accounts"].sessions.clear()
+    app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
         await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
 
@@ -255,7 +255,7 @@ async def test_credentials_survive_a_secret_key_rotation(app: Any, new_handle: A
     assert not app.secrets.needs_reseal(row["session_sealed"])
 
     app.secrets = SecretBox(os.urandom(32))  # the key is lost: a clear error, not a crash
-    app.state["atproto.accounts"].sessions.clear()
+    app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
         await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
     with pytest.raises(ApiError) as err:

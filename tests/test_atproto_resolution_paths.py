@@ -66,8 +66,7 @@ def web(app: Any) -> dict[str, Any]:
 @pytest.fixture
 def dns(app: Any) -> FakeDns:
     fake = FakeDns({})
-    from daemon.atproto import identity
-    identity._state(app).dns_resolver = fake
+    app.identity.dns_resolver = fake
     return fake
 
 

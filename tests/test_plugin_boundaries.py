@@ -1,17 +1,13 @@
-"""Plugins talk through the core: a built-in plugin imports another plugin's modules only
-where it declares that plugin in `cr_plugin_requires` (or, for one it can do without, in
-its package's `OPTIONAL_PLUGINS`) and the module is one the other plugin lists in its
-`PUBLIC_MODULES` (issue 12; docs/plugins.md, "Plugin boundaries"). What
-several need lives in the core (daemon/access.py, app.writes) or behind a hook
-(cr_user_repo, cr_write_kinds)."""
+"""Plugins talk through the core: no built-in plugin imports another plugin's modules
+(issue 12; docs/plugins.md, "Plugin boundaries"). What several need lives in the core
+(daemon/access.py, app.writes), behind a hook (cr_user_repo, cr_write_kinds), or is a
+service a plugin registers on the Application (cr_services; the interfaces in
+daemon/services.py), reached as ``app.communities``, ``app.apps``, ``app.webhooks``..."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
-
-from daemon.plugins import build_plugin_manager
 
 PLUGINS = Path(__file__).resolve().parent.parent / "plugins"
 
@@ -38,32 +34,24 @@ def imported_modules(path: Path) -> set[tuple[str, str]]:
     return found
 
 
-def requirements() -> dict[str, set[str]]:
-    pm = build_plugin_manager((), (), load_entry_points=False)
-    out: dict[str, set[str]] = {}
-    for name, plugin in pm.list_name_plugin():
-        impl = getattr(plugin, "cr_plugin_requires", None)
-        out[name] = set(impl() or []) if impl else set()
-    return out
-
-
-def test_plugins_import_only_the_public_modules_of_plugins_they_require():
-    required = requirements()
+def test_no_plugin_imports_another_plugins_modules():
     crossings = []
     for package in sorted(p for p in PLUGINS.iterdir() if (p / "__init__.py").is_file()):
         for module in sorted(package.rglob("*.py")):
             for other, name in sorted(imported_modules(module)):
-                if other == package.name:
-                    continue
-                public = getattr(importlib.import_module(f"plugins.{other}"), "PUBLIC_MODULES", ())
-                optional = set(getattr(importlib.import_module(f"plugins.{package.name}"), "OPTIONAL_PLUGINS", ()))
-                if other not in required.get(package.name, set()) | optional or name not in public:
+                if other != package.name:
                     crossings.append(f"{module.relative_to(PLUGINS.parent)} imports plugins.{other}.{name}")
     assert crossings == []
+
+
+def test_the_services_a_plugin_offers_are_typed_attributes_of_the_application():
+    from daemon.app import Application
+    from daemon.services import SERVICE_NAMES
+    declared = Application.__annotations__
+    assert all(name in declared for name in SERVICE_NAMES)
 
 
 def test_the_rule_catches_an_undeclared_or_private_import(tmp_path: Path):
     module = tmp_path / "m.py"
     module.write_text("from plugins.communities import access\nimport plugins.oauth.client\n")
     assert imported_modules(module) == {("communities", "access"), ("oauth", "client")}
-    assert "access" not in importlib.import_module("plugins.communities").PUBLIC_MODULES

@@ -124,7 +124,7 @@ def test_async_broadcast_hooks_are_awaited_and_share_the_transaction(io_loop, st
         io_loop.run_sync(app.shutdown)
 
 
-async def test_periodic_background_work_survives_a_failing_pass(app):
+async def test_periodic_background_work_survives_a_failing_pass(app, clock):
     import asyncio
     calls = []
 
@@ -133,13 +133,38 @@ async def test_periodic_background_work_survives_a_failing_pass(app):
         if len(calls) == 1:
             raise RuntimeError("first pass fails")
 
-    task = app.spawn_periodic("test.periodic", 0.01, work)
+    app.repeat_periodic = True  # the fixture's app runs only start-up passes
+    task = app.spawn_periodic("test.periodic", 60.0, work)
     for _ in range(100):
         if len(calls) >= 3:
             break
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let the task reach its wait, then step over the interval
+        clock.advance(60.0)
     task.cancel()
     assert calls[:3] == [True, False, False]
+
+
+async def test_periodic_work_waits_for_the_apps_clock(app, clock):
+    import asyncio
+    calls = []
+
+    async def work(first):
+        calls.append(first)
+
+    app.repeat_periodic = True
+    task = app.spawn_periodic("test.periodic", 60.0, work)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert calls == [True]  # the interval has not passed on the app's clock
+    clock.advance(59.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert calls == [True]
+    clock.advance(1.0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    task.cancel()
+    assert calls == [True, False]
 
 
 def test_the_service_does_not_load_the_example_plugin():
@@ -256,3 +281,28 @@ def test_a_requirement_that_is_not_installed_fails_naming_both():
 def test_plugins_that_need_each_other_are_refused():
     with pytest.raises(PluginError, match="cycle.*'ping'.*'pong'|cycle.*'pong'.*'ping'"):
         build_plugin_manager(extra=[Needs("ping", ["pong"]), Needs("pong", ["ping"])], load_entry_points=False)
+
+
+class _Communities:
+    """A plugin that claims the communities plugin's service name."""
+
+    @hookimpl
+    def cr_services(self, app):
+        return {"communities": object()}
+
+
+def test_two_plugins_registering_one_service_fail_at_start_up_naming_both(io_loop, state_dir, clock):
+    from daemon.config import ConfigError
+    with pytest.raises(ConfigError) as err:
+        make_app(io_loop, state_dir, clock, extra=(_Communities(),))
+    assert "'communities'" in str(err.value) and "both register the service" in str(err.value)
+
+
+def test_plugin_services_are_typed_attributes_and_absent_with_their_plugin(io_loop, state_dir, clock):
+    app = make_app(io_loop, state_dir, clock, {"plugins": {"disabled": ["web", "webhooks"]}})
+    try:
+        assert app.webhooks is None and app.web is None
+        assert app.communities is not None and app.apps is not None and app.oauth is not None
+        assert "hello" in app.extensions  # a third-party plugin's own state, under its name
+    finally:
+        io_loop.run_sync(app.shutdown)

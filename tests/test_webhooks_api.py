@@ -24,7 +24,7 @@ def public_dns(app):
             return ["127.0.0.1", "::1"]
         return table.get(host, ["93.184.216.34"])
 
-    app.state["webhooks"].guard.resolver = resolve
+    app.webhooks.dispatcher.guard.resolver = resolve
     return table
 
 

@@ -316,13 +316,13 @@ class TestDefaultTargets:
         async def resolve(host, port):
             return answers[host]
 
-        app.state["webhooks"].guard.resolver = resolve
+        app.webhooks.dispatcher.guard.resolver = resolve
         hook = await subscribe(client, key, f"http://rebind.example.com:{rec.port}/hook")
         answers["rebind.example.com"] = ["127.0.0.1"]
         await emit_events(app, "member.joined", COMMUNITY)
         await settle(app)
         answers["rebind.example.com"] = ["10.0.0.1"]
-        app.state["webhooks"].kick()
+        app.webhooks.dispatcher.kick()
         await settle(app)
         assert rec.requests == []
         [row] = await deliveries(client, key, hook["webhookId"])
@@ -378,7 +378,7 @@ async def test_shutdown_lets_the_request_in_flight_finish_and_keeps_the_rest(app
     hook = await subscribe(client, key, rec.url)
     ids = await emit_events(app, "member.joined", COMMUNITY, count=3)
     await wait_until(lambda: rec.started == 1, what="a request in flight")
-    await app.state["webhooks"].stop()
+    await app.webhooks.dispatcher.stop()
     assert rec.ids() == ids[:1]
     rows = {d["eventId"]: d["status"] for d in await deliveries(client, key, hook["webhookId"])}
     assert rows == {ids[0]: "delivered", ids[1]: "pending", ids[2]: "pending"}
@@ -423,7 +423,7 @@ class TestPureDefaultConfig:
         async def resolve(host, port):
             return answers[host]
 
-        app.state["webhooks"].guard.resolver = resolve
+        app.webhooks.dispatcher.guard.resolver = resolve
         hook = await subscribe(client, key, "https://rebind.example.com/hook")
         for address, words in (("127.0.0.1", "loopback"), ("10.0.0.1", "private")):
             answers["rebind.example.com"] = [address]

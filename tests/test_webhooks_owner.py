@@ -16,7 +16,7 @@ def public_dns(app):
     async def resolve(host, port):
         return ["93.184.216.34"]
 
-    app.state["webhooks"].guard.resolver = resolve
+    app.webhooks.dispatcher.guard.resolver = resolve
 
 
 async def test_owner_session_manages_the_apps_webhooks_like_its_key(app, client, public_dns):

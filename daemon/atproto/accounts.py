@@ -59,7 +59,9 @@ class _Session:
         return cls(d["accessJwt"], d["refreshJwt"], d["accessExpiresAt"], d["refreshExpiresAt"])
 
 
-class _State:
+class AccountSessions:
+    """The community accounts' PDS sessions and per-account locks (``app.accounts``)."""
+
     def __init__(self) -> None:
         self.sessions: dict[str, _Session] = {}
         self.locks: dict[str, asyncio.Lock] = {}
@@ -70,13 +72,6 @@ class _State:
         if lock is None:
             lock = self.locks[did] = asyncio.Lock()
         return lock
-
-
-def _state(app: Application) -> _State:
-    st = app.state.get("atproto.accounts")
-    if st is None:
-        st = app.state["atproto.accounts"] = _State()
-    return st
 
 
 # ------------------------------------------------------------------ sealing
@@ -133,7 +128,7 @@ async def fetch_handle_domain(app: Application) -> str:
 
 
 async def _handle_domains(app: Application) -> tuple[str, ...]:
-    st = _state(app)
+    st = app.accounts
     if st.handle_domains is None:
         pds_url = _provisioning_pds(app)
         res = await xrpc(app, "GET", pds_url, "com.atproto.server.describeServer")
@@ -147,7 +142,7 @@ async def _handle_domains(app: Application) -> tuple[str, ...]:
 def handle_domain(app: Application) -> str:
     """The handle domain new community accounts get (e.g. ``.test``). Known after
     ``await fetch_handle_domain(app)`` (or a first provision_account) ran."""
-    domains = _state(app).handle_domains
+    domains = app.accounts.handle_domains
     if not domains:
         raise RuntimeError("the handle domain is not known yet: await fetch_handle_domain(app) first")
     return domains[0]
@@ -211,7 +206,7 @@ async def provision_account(app: Application, handle: str, *, email: str | None 
             password_sealed=app.secrets.seal(password, _password_ctx(did)),
             session_sealed=app.secrets.seal(session.to_json(), _session_ctx(did)), now=now)
         await store.delete_provisioning_tx(tx, handle)
-    _state(app).sessions[did] = session
+    app.accounts.sessions[did] = session
     log.info("provisioned community account %s (%s) on %s", handle, did, pds_url)
     return CommunityAccount(did, handle, pds_url)
 
@@ -292,7 +287,7 @@ async def bring_own_account(app: Application, identifier: str, app_password: str
             password_sealed=app.secrets.seal(app_password, _password_ctx(info.did)),
             session_sealed=app.secrets.seal(session.to_json(), _session_ctx(info.did)),
             now=app.clock.iso_now())
-    _state(app).sessions[info.did] = session
+    app.accounts.sessions[info.did] = session
     log.info("linked community account %s (%s)", handle, info.did)
     return CommunityAccount(info.did, handle, pds_url)
 
@@ -334,7 +329,7 @@ def _usable(session: _Session | None, stale: str | None, now: float) -> bool:
 
 async def _access_token(app: Application, did: str, stale: str | None = None) -> str:
     """A valid access token for `did`; `stale` is one the PDS just rejected."""
-    st = _state(app)
+    st = app.accounts
     session = st.sessions.get(did)
     if _usable(session, stale, app.clock.time()):
         return session.access_jwt  # type: ignore[union-attr]
@@ -404,7 +399,7 @@ async def _save_session(app: Application, row: Any, session: _Session) -> None:
 
 async def forget_account(app: Application, did: str) -> None:
     """Delete the stored credentials of `did` (the community is gone). Idempotent."""
-    st = _state(app)
+    st = app.accounts
     async with st.lock(did):
         async with app.db.transaction("accounts.forget") as tx:
             await store.delete_account_tx(tx, did)

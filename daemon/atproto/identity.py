@@ -50,23 +50,18 @@ class DidInfo:
     doc: dict[str, Any] = field(repr=False, compare=False)
 
 
-class _State:
+class IdentityCache:
+    """Resolutions in flight, shared by concurrent callers (``app.identity``)."""
+
     def __init__(self) -> None:
         self.inflight: dict[tuple[str, str], asyncio.Future[Any]] = {}
         self.writes = 0
         self.dns_resolver: Any = None
 
 
-def _state(app: Application) -> _State:
-    st = app.state.get("atproto.identity")
-    if st is None:
-        st = app.state["atproto.identity"] = _State()
-    return st
-
-
 async def _shared(app: Application, key: tuple[str, str], make: Callable[[], Awaitable[T]]) -> T:
     """Run `make()` once for concurrent callers asking for the same `key`."""
-    st = _state(app)
+    st = app.identity
     pending = st.inflight.get(key)
     if pending is not None:
         return await asyncio.shield(pending)
@@ -94,7 +89,7 @@ def _ttl(app: Application) -> tuple[float, float]:
 
 
 async def _cache_write(app: Application, name: str, fn: Callable[[Any], Awaitable[None]]) -> None:
-    st = _state(app)
+    st = app.identity
     st.writes += 1
     async with app.db.transaction(name) as tx:
         await fn(tx)
@@ -166,7 +161,7 @@ async def _via_dns(app: Application, handle: str) -> str | None:
     try:
         import dns.asyncresolver
         import dns.exception
-        st = _state(app)
+        st = app.identity
         if st.dns_resolver is None:
             st.dns_resolver = dns.asyncresolver.Resolver()
         answer = await st.dns_resolver.resolve(f"_atproto.{handle}", "TXT",

@@ -329,19 +329,17 @@ def _join(path: str, name: str) -> str:
 
 
 def lexicons_for(app: Application) -> Lexicons:
-    """The lexicons in the app's namespace (loaded once). Empty if ``lexicons/`` is missing
-    (an install without the repository's data files): nothing is then validated."""
-    namespace = app.config.atproto.namespace
-    key = f"atproto.lexicons:{namespace}"
-    lex = app.state.get(key)
-    if lex is None:
-        if LEXICON_DIR.is_dir():
-            lex = Lexicons.load(LEXICON_DIR, namespace)
-        else:
-            log.warning("no lexicons directory at %s: records are written unvalidated", LEXICON_DIR)
-            lex = Lexicons({})
-        app.state[key] = lex
-    return lex
+    """The lexicons in the app's namespace (``app.lexicons``, loaded once)."""
+    return app.lexicons
+
+
+def load_lexicons(namespace: str) -> Lexicons:
+    """The shipped lexicons in `namespace`. Empty if ``lexicons/`` is missing (an install
+    without the repository's data files): nothing is then validated."""
+    if LEXICON_DIR.is_dir():
+        return Lexicons.load(LEXICON_DIR, namespace)
+    log.warning("no lexicons directory at %s: records are written unvalidated", LEXICON_DIR)
+    return Lexicons({})
 
 
 def nsid(app: Application, name: str) -> str:

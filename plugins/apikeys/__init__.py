@@ -6,10 +6,9 @@ from typing import Any
 
 from daemon import hookimpl
 
-#: The modules a plugin that declares this one in `cr_plugin_requires` may import: the app rules (register, rotate, deactivate, rate limit), shared with the developer pages.
-PUBLIC_MODULES = ('service',)
 from plugins.apikeys import handlers
 from plugins.apikeys.auth import authenticate_api_key
+from plugins.apikeys.facade import Apps
 from plugins.apikeys.operator import cli_commands
 from plugins.apikeys.settings import ApiKeysConfig
 
@@ -30,6 +29,13 @@ def cr_authenticate(handler: Any) -> Any:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_services(app: Any) -> dict[str, Any]:
+    # The app rules (register, rotate, deactivate, rate limit), shared with the developer
+    # pages (daemon/services.py), and the plugin's key cache.
+    return {"apps": Apps(app)}
 
 
 @hookimpl

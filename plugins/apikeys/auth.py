@@ -10,9 +10,6 @@ from plugins.apikeys.keys import KEY_RE, hash_key
 from store import apps as apps_store
 from store.db import VersionedCache
 
-CACHE_KEY = "apikeys.cache"
-
-
 async def authenticate_api_key(app: Any, key: str) -> Principal:
     """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
     not the key, is what an attacker could time), then compared in constant time.
@@ -24,7 +21,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     if not KEY_RE.match(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = app.state.get(CACHE_KEY) or app.state.setdefault(CACHE_KEY, VersionedCache(app.clock))
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (facade.py)
     version = cache.version(app.db)
     cached = cache.get(version, digest)
     if cached is not None:

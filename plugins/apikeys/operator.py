@@ -21,7 +21,7 @@ def _add_limit(parser: argparse.ArgumentParser) -> None:
 
 async def _deactivate(app: Any, args: argparse.Namespace) -> int:
     async with app.db.transaction("apps.operator_deactivate") as tx:
-        if await apps_store.get_app_tx(tx, args.app_id) is None:
+        if await apps_store.get_app(tx, args.app_id) is None:
             return fail(f"no app {args.app_id}")
         await apps_store.deactivate_tx(tx, args.app_id, app.clock.iso_now())
     print(f"deactivated {args.app_id}: its API key is refused from now on")
@@ -34,7 +34,7 @@ async def _rate_limit(app: Any, args: argparse.Namespace) -> int:
     requests = args.max_requests or None
     window = args.window_seconds if requests else None
     async with app.db.transaction("apps.operator_rate_limit") as tx:
-        if await apps_store.get_app_tx(tx, args.app_id) is None:
+        if await apps_store.get_app(tx, args.app_id) is None:
             return fail(f"no app {args.app_id}")
         await apps_store.update_app_tx(tx, args.app_id, app.clock.iso_now(),
                                        rate_limit_requests=requests, rate_limit_window_seconds=window)

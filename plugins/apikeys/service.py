@@ -82,7 +82,7 @@ async def register(app: "Application", owner_did: str, *, name: str, domain: str
             raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
         await apps_store.insert_app_tx(tx, app_id=app_id, owner_did=owner_did, name=name, domain=domain,
                                        key_hash=hash_key(key), now=now)
-        row = await apps_store.get_app_tx(tx, app_id)
+        row = await apps_store.get_app(tx, app_id)
     return row, key
 
 
@@ -90,14 +90,14 @@ async def update(app: "Application", owner_did: str, app_id: str, **fields: Any)
     """Change `name` and/or `domain` of an active app."""
     await owned_app(app, owner_did, app_id)
     async with app.db.transaction("apps.update") as tx:
-        row = await apps_store.get_app_tx(tx, app_id)
+        row = await apps_store.get_app(tx, app_id)
         if not row["active"]:
             raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
         if "domain" in fields and await apps_store.active_domain_taken_tx(
                 tx, owner_did, fields["domain"], except_id=app_id):
             raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
         await apps_store.update_app_tx(tx, app_id, app.clock.iso_now(), **fields)
-        return await apps_store.get_app_tx(tx, app_id)
+        return await apps_store.get_app(tx, app_id)
 
 
 async def deactivate(app: "Application", owner_did: str, app_id: str) -> Row:
@@ -105,7 +105,7 @@ async def deactivate(app: "Application", owner_did: str, app_id: str) -> Row:
     await owned_app(app, owner_did, app_id)
     async with app.db.transaction("apps.deactivate") as tx:
         await apps_store.deactivate_tx(tx, app_id, app.clock.iso_now())
-        return await apps_store.get_app_tx(tx, app_id)
+        return await apps_store.get_app(tx, app_id)
 
 
 async def rotate_key(app: "Application", owner_did: str, app_id: str) -> tuple[Row, str]:
@@ -113,11 +113,11 @@ async def rotate_key(app: "Application", owner_did: str, app_id: str) -> tuple[R
     await owned_app(app, owner_did, app_id)
     key = new_key()
     async with app.db.transaction("apps.rotate_key") as tx:
-        row = await apps_store.get_app_tx(tx, app_id)
+        row = await apps_store.get_app(tx, app_id)
         if not row["active"]:
             raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
         await apps_store.set_key_hash_tx(tx, app_id, hash_key(key), app.clock.iso_now())
-        row = await apps_store.get_app_tx(tx, app_id)
+        row = await apps_store.get_app(tx, app_id)
     return row, key
 
 
@@ -144,4 +144,4 @@ async def set_rate_limit(app: "Application", owner_did: str, app_id: str,
     async with app.db.transaction("apps.rate_limit") as tx:
         await apps_store.update_app_tx(tx, app_id, app.clock.iso_now(),
                                        rate_limit_requests=requests, rate_limit_window_seconds=window)
-        return await apps_store.get_app_tx(tx, app_id)
+        return await apps_store.get_app(tx, app_id)

@@ -7,11 +7,6 @@ from typing import Any
 
 from daemon import hookimpl
 
-#: The modules a plugin that declares `communities` in `cr_plugin_requires` may import:
-#: the operations (`service`), the request helpers the JSON routes use (`common`), the
-#: JSON shapes (`views`) and the picture uploads (`uploads`). Everything else here is private (docs/plugins.md).
-PUBLIC_MODULES = ("service", "common", "views", "uploads")
-
 
 @hookimpl
 def cr_config_section() -> tuple[str, type]:
@@ -28,6 +23,13 @@ def cr_migrations() -> tuple[str, str]:
 def cr_routes(app: Any) -> list[tuple]:
     from plugins.communities.routes import routes
     return routes()
+
+
+@hookimpl
+def cr_services(app: Any) -> dict[str, Any]:
+    # What other plugins may use (daemon/services.py): the web pages' operations.
+    from plugins.communities.facade import Communities
+    return {"communities": Communities(app)}
 
 
 @hookimpl

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.access import MemberStatus, member_status, member_status_tx, require_manager, require_manager_tx
+from daemon.access import MemberStatus, member_status, require_manager
 from daemon.atproto.writes import pds
 from daemon.http import ApiError
 from plugins.communities import records as rec
@@ -31,14 +31,14 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
     the target gains a role) the target must be a real person: checked after the cheap
     refusals and before the lock, so a slow directory never holds up the community."""
     did = community["did"]
-    await require_manager(app, community, actor.app_id)
+    await require_manager(app.db, community, actor.app_id)
     if target_field is not None:
-        compute(await admins_list(app.db, did), await member_status(app, did, actor.did),
-                await member_status(app, did, target_did))
+        compute(await admins_list(app.db, did), await member_status(app.db, did, actor.did),
+                await member_status(app.db, did, target_did))
         await require_person(app, target_did, target_field)
     async with community_lock(app, did):
-        actor_status = await member_status(app, did, actor.did)
-        target = await member_status(app, did, target_did)
+        actor_status = await member_status(app.db, did, actor.did)
+        target = await member_status(app.db, did, target_did)
         current = await admins_list(app.db, did)
         new = compute(current, actor_status, target)
         now = app.clock.iso_now()
@@ -47,7 +47,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
         repo = await community_repo_for(app, did)
         await pds(repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record(new, now)))
         async with app.db.transaction("communities." + action) as tx:
-            await require_manager_tx(tx, await active_tx(tx, did), actor.app_id)
+            await require_manager(tx, await active_tx(tx, did), actor.app_id)
             await members_store.set_admins_tx(tx, did, new)
             await app.writes.finish_tx(tx, intent)
             await audit_tx(app, tx, did, action, actor, target_did,
@@ -111,8 +111,8 @@ async def allow_app(app: "Application", community: Row, app_id: str, actor: Acto
     did = community["did"]
     async with app.db.transaction("communities.app_visibility") as tx:
         row = await active_tx(tx, did)
-        await require_manager_tx(tx, row, actor.app_id)
-        require_role(await member_status_tx(tx, did, actor.did), admin=True)
+        await require_manager(tx, row, actor.app_id)
+        require_role(await member_status(tx, did, actor.did), admin=True)
         if allow:
             changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
                                                            manage=manage)

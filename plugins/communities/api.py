@@ -139,7 +139,7 @@ class MembersHandler(ApiBase):
         admin = common.query_did(self, "adminDid")
         public = common.query_bool(self, "public")  # checked even when unused: bad input is a 400
         if admin:
-            await require_manager(self.app, row, self.principal.app_id)
+            await require_manager(self.app.db, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
         status = await common.require_member_view(self, row, viewer)
         admin_view = bool(admin and status and status.is_admin and not public)
@@ -153,7 +153,7 @@ class PendingHandler(ApiBase):
                params=[S.did_query("adminDid", required=True)], responses={200: S.PENDING}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
-        await require_manager(self.app, row, self.principal.app_id)
+        await require_manager(self.app.db, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
         await require_capability_of(self.app, row["did"], admin, "members.approve")
@@ -251,7 +251,7 @@ class AuditLogHandler(ApiBase):
         responses={200: S.AUDIT}, errors=(403,))
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
-        await require_manager(self.app, row, self.principal.app_id)
+        await require_manager(self.app.db, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
         await require_capability_of(self.app, row["did"], admin, "audit.read")

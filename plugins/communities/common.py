@@ -102,7 +102,7 @@ async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[st
     """Details as seen by `viewer` (None: no user named): a private community shows only
     its name and type to non-members."""
     app = handler.app
-    status = await member_status(app, row["did"], viewer) if viewer else None
+    status = await member_status(app.db, row["did"], viewer) if viewer else None
     restricted = row["type"] == "private" and not (status and status.is_member)
     admins = [] if restricted else await members_store.admins(app.db, row["did"])
     return views.community_details(row, admins, status, restricted=restricted)
@@ -129,14 +129,14 @@ async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
 
 async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None) -> MemberStatus | None:
     """Private communities show their members only to members."""
-    status = await member_status(handler.app, row["did"], viewer) if viewer else None
+    status = await member_status(handler.app.db, row["did"], viewer) if viewer else None
     if row["type"] == "private" and not (status and status.is_member):
         raise ApiError(403, "members_hidden", "The members of a private community are visible to its members only.")
     return status
 
 
 async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> MemberStatus:
-    status = await member_status(handler.app, row["did"], did) if did else None
+    status = await member_status(handler.app.db, row["did"], did) if did else None
     if status is None or not status.is_admin:
         raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
     return status

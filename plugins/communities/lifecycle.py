@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import member_status, member_status_tx, require_manager, require_manager_tx
+from daemon.access import member_status, require_manager
 from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import pds, roll_back
 from daemon.events import emit_tx
@@ -85,7 +85,7 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
                          description: str, type: str) -> dict[str, Any]:
     now = app.clock.iso_now()
     async with app.db.transaction("communities.create_begin") as tx:
-        row = await communities_store.get_community_tx(tx, account.did)
+        row = await communities_store.get_community(tx, account.did)
         if row is not None and (row["state"] == "active" or row["creator_did"] != actor.did):
             raise ApiError(409, "community_exists", f"{account.handle} is already a community here.")
         if row is None:
@@ -98,7 +98,7 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
             await communities_store.update_community_tx(
                 tx, account.did, now, display_name=display_name, description=description, type=type,
                 handle=account.handle, pds_url=account.pds_url)
-        row = await communities_store.get_community_tx(tx, account.did)
+        row = await communities_store.get_community(tx, account.did)
         intent = await app.writes.begin_tx(tx, kind=CREATE, key=f"create:{account.did}", community_did=account.did,
                                            operation="community.created", rkey=row["proof_rkey"],
                                            payload={"creatorDid": actor.did})
@@ -154,8 +154,8 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
     async with community_lock(app, did):
         async with app.db.transaction("communities.profile_check") as tx:
             row = await active_tx(tx, did)
-            await require_manager_tx(tx, row, actor.app_id)
-            require_role(await member_status_tx(tx, did, actor.did), admin=True)
+            await require_manager(tx, row, actor.app_id)
+            require_role(await member_status(tx, did, actor.did), admin=True)
         fields: dict[str, Any] = {}
         for key in ("display_name", "description", "type"):
             if changes.get(key) is not None:
@@ -192,11 +192,11 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
     from daemon.atproto.accounts import forget_account
 
     did = community["did"]
-    await require_manager(app, community, actor.app_id)
-    require_role(await member_status(app, did, actor.did), primary=True)
+    await require_manager(app.db, community, actor.app_id)
+    require_role(await member_status(app.db, did, actor.did), primary=True)
     async with community_lock(app, did):
         # Re-checked under the lock: a transfer may have finished while we waited.
-        require_role(await member_status(app, did, actor.did), primary=True)
+        require_role(await member_status(app.db, did, actor.did), primary=True)
         if app.config.plugin("communities").delete_pds_records:
             # finished by the deletion below (it drops every intent of the community)
             await app.writes.begin(kind=DELETE, key=f"delete:{did}", community_did=did,
@@ -206,8 +206,8 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
             await pds(repo.delete_record(rec.nsid(app, "profile"), "self"))
         async with app.db.transaction("communities.delete") as tx:
             row = await active_tx(tx, did)
-            await require_manager_tx(tx, row, actor.app_id)
-            require_role(await member_status_tx(tx, did, actor.did), primary=True)
+            await require_manager(tx, row, actor.app_id)
+            require_role(await member_status(tx, did, actor.did), primary=True)
             await audit_tx(app, tx, did, "community.deleted", actor, None,
                            metadata={"handle": row["handle"], "memberCount": row["member_count"],
                                      "account": row["account_kind"]})

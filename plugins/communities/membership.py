@@ -8,8 +8,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from daemon.access import (NOT_FOUND, app_manages_tx, member_status, member_status_tx,
-                           require_manager, require_manager_tx)
+from daemon.access import (NOT_FOUND, app_manages, member_status,
+                           require_manager)
 from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import Intent, pds, roll_back
 from daemon.events import emit_tx
@@ -42,7 +42,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
     after the checks and returns its (uri, cid); the intents in `finish_too` (filled by
     then) are finished in the join's own transaction."""
     did = community["did"]
-    status = await member_status(app, did, user_did)
+    status = await member_status(app.db, did, user_did)
     if status.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
     if status.is_pending:
@@ -60,7 +60,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
         now = app.clock.iso_now()
         async with app.db.transaction("communities.join_request") as tx:
             await active_tx(tx, did)
-            status = await member_status_tx(tx, did, user_did)
+            status = await member_status(tx, did, user_did)
             if status.is_member or status.is_pending:
                 raise ApiError(409, "already_member" if status.is_member else "already_pending",
                                "This user is already a member or has already asked to join.")
@@ -110,17 +110,17 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
     refusal: ApiError | None = None
     keep_rkey: str | None = None  # the committed member's proof: never roll that one back
     async with app.db.transaction("communities.confirm") as tx:
-        row = await communities_store.get_community_tx(tx, did)
-        status = await member_status_tx(tx, did, user_did)
+        row = await communities_store.get_community(tx, did)
+        status = await member_status(tx, did, user_did)
         if row is None or row["state"] != "active":
             refusal = NOT_FOUND(did)
-        elif actor.app_id is not None and from_request and not await app_manages_tx(tx, row, actor.app_id):
+        elif actor.app_id is not None and from_request and not await app_manages(tx, row, actor.app_id):
             refusal = ApiError(403, "app_not_trusted", "The app's management grant was revoked meanwhile.")
         elif status.is_member:
             # A concurrent request won. If it shared our intent, its proof is the one
             # we wrote (same key); otherwise ours is a second proof, rolled back below.
             refusal = ApiError(409, "already_member", "This user is already a member of the community.")
-            member = await members_store.get_member_tx(tx, did, user_did)
+            member = await members_store.get_member(tx, did, user_did)
             keep_rkey = member["proof_rkey"] if member is not None else None
         elif from_request and not status.is_pending:
             # The request was withdrawn or rejected meanwhile: take the proof back.
@@ -156,9 +156,9 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
 
 async def approve(app: "Application", community: Row, member_did: str, actor: Actor) -> dict[str, Any]:
     did = community["did"]
-    await require_manager(app, community, actor.app_id)
-    require_capability(await member_status(app, did, actor.did), "members.approve")
-    target = await member_status(app, did, member_did)
+    await require_manager(app.db, community, actor.app_id)
+    require_capability(await member_status(app.db, did, actor.did), "members.approve")
+    target = await member_status(app.db, did, member_did)
     if target.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
     if not target.is_pending:
@@ -176,10 +176,10 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
     async with app.db.transaction("communities.reject") as tx:
-        await require_manager_tx(tx, await active_tx(tx, did), actor.app_id)
-        require_capability(await member_status_tx(tx, did, actor.did), "members.approve")
+        await require_manager(tx, await active_tx(tx, did), actor.app_id)
+        require_capability(await member_status(tx, did, actor.did), "members.approve")
         if not await members_store.delete_request_tx(tx, did, member_did):
-            if (await member_status_tx(tx, did, member_did)).is_member:
+            if (await member_status(tx, did, member_did)).is_member:
                 raise ApiError(409, "already_member", "This user is already a member of the community; "
                                "remove them instead.")
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
@@ -201,11 +201,11 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
     delete the user's own membership record) runs after the local commit, best effort: a
     failing user PDS never stops anyone leaving."""
     did = community["did"]
-    status = await member_status(app, did, user_did)
+    status = await member_status(app.db, did, user_did)
     if status.is_pending and not status.is_member:
         async with app.db.transaction("communities.withdraw") as tx:
             await active_tx(tx, did)
-            request = await members_store.get_request_tx(tx, did, user_did)
+            request = await members_store.get_request(tx, did, user_did)
             if not await members_store.delete_request_tx(tx, did, user_did):
                 raise ApiError(404, "not_member", "This user is not a member of the community.")
             await communities_store.adjust_counts_tx(tx, did, pending=-1)
@@ -224,10 +224,10 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
 async def remove(app: "Application", community: Row, member_did: str, actor: Actor,
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
-    await require_manager(app, community, actor.app_id)
-    me = await member_status(app, did, actor.did)
+    await require_manager(app.db, community, actor.app_id)
+    me = await member_status(app.db, did, actor.did)
     require_capability(me, "members.remove")
-    target = await member_status(app, did, member_did)
+    target = await member_status(app.db, did, member_did)
     if target.is_admin and not me.is_admin:
         raise ApiError(403, "not_admin", "Only an admin may remove an admin.")
     if not target.is_member:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.http import ApiError
-from plugins.communities.access import NOT_FOUND, member_status_tx, require_manager_tx
+from plugins.communities.access import NOT_FOUND, member_status, require_manager
 from plugins.communities.service import Actor, audit_tx
 from store import communities as communities_store
 
@@ -24,15 +24,15 @@ def settings_json(row: "Row") -> dict[str, Any]:
 async def update(app: "Application", community: "Row", actor: Actor, *, require_user_proof: bool) -> dict[str, Any]:
     did = community["did"]
     async with app.db.transaction("communities.settings") as tx:
-        row = await communities_store.get_community_tx(tx, did)
+        row = await communities_store.get_community(tx, did)
         if row is None or row["state"] != "active":
             raise NOT_FOUND(did)
-        await require_manager_tx(tx, row, actor.app_id)
-        if not (await member_status_tx(tx, did, actor.did)).is_admin:
+        await require_manager(tx, row, actor.app_id)
+        if not (await member_status(tx, did, actor.did)).is_admin:
             raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
         if bool(row["require_user_proof"]) != require_user_proof:
             await communities_store.set_require_user_proof_tx(tx, did, require_user_proof, app.clock.iso_now())
             await audit_tx(app, tx, did, "community.settings_changed", actor, None,
                            metadata={"requireUserProof": require_user_proof})
-        row = await communities_store.get_community_tx(tx, did)
+        row = await communities_store.get_community(tx, did)
     return settings_json(row)

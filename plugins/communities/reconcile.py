@@ -170,7 +170,7 @@ async def settle(app: "Application", intent: Intent) -> str | None:
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None  # a request took it over meanwhile
-        if await communities_store.get_community_tx(tx, intent.community_did or "") is not None:
+        if await communities_store.get_community(tx, intent.community_did or "") is not None:
             await audit_tx(app, tx, intent.community_did or "", "reconciled", None,
                            intent.payload.get("memberDid") or intent.payload.get("userDid"),
                            metadata={"operation": intent.operation, "key": intent.key, "rkey": intent.rkey,

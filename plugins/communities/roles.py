@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.access import member_status, require_manager, require_manager_tx
+from daemon.access import member_status, require_manager
 from daemon.atproto.writes import Intent, WriteKind, pds
 from daemon.http import ApiError
 from plugins.communities import records as rec
@@ -98,11 +98,11 @@ async def _write_roles(app: "Application", community: Row, actor: Actor, action:
     """Apply `change` (pure: the current definitions and holders → new ones, the audit
     target and metadata; raises a refusal) through the write path."""
     did = community["did"]
-    await require_manager(app, community, actor.app_id)
-    require_role(await member_status(app, did, actor.did), admin=True)
+    await require_manager(app.db, community, actor.app_id)
+    require_role(await member_status(app.db, did, actor.did), admin=True)
     async with community_lock(app, did):
-        require_role(await member_status(app, did, actor.did), admin=True)
-        if target is not None and not (await member_status(app, did, target)).is_member:
+        require_role(await member_status(app.db, did, actor.did), admin=True)
+        if target is not None and not (await member_status(app.db, did, target)).is_member:
             raise ApiError(404, "not_member", "This user is not a member of the community.")
         defs, holders = await _state(app.db, did)
         new_defs, new_holders, target_did, metadata = change(defs, holders)
@@ -112,7 +112,7 @@ async def _write_roles(app: "Application", community: Row, actor: Actor, action:
         repo = await community_repo_for(app, did)
         await pds(repo.put_record(rec.nsid(app, "roles"), "self", roles_record(new_defs, new_holders, now)))
         async with app.db.transaction("communities." + action) as tx:
-            await require_manager_tx(tx, await active_tx(tx, did), actor.app_id)
+            await require_manager(tx, await active_tx(tx, did), actor.app_id)
             for name in defs.keys() - new_defs.keys():
                 await roles_store.delete_definition_tx(tx, did, name)
             for name, role in new_defs.items():
@@ -271,7 +271,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None
-        if await communities_store.get_community_tx(tx, did) is not None:
+        if await communities_store.get_community(tx, did) is not None:
             await audit_tx(app, tx, did, "reconciled", None, intent.payload.get("memberDid"),
                            metadata={"operation": intent.operation, "key": intent.key, "rkey": intent.rkey,
                                      "startedAt": intent.created_at, "attempts": intent.tries, "undone": done})

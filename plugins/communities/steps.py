@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import NOT_FOUND, MemberStatus
+from daemon.access import NOT_FOUND, Actor, MemberStatus
 from daemon.atproto.writes import pds
 from daemon.http import ApiError
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row, Transaction
+from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -36,16 +35,6 @@ PROFILE = "communities.profile"        # profile and image changes: the profile 
 MEMBERSHIP = "communities.membership"  # browser join, leave: the user's own membership record
 CREATE = "communities.create"          # create: profile, admins and the creator's proof put
 DELETE = "communities.delete"          # delete: the profile and admins records deleted
-
-
-@dataclass(frozen=True)
-class Actor:
-    """Who acts: the user (asserted by an app, or the session user) and the app, if any."""
-
-    did: str
-    app_id: str | None = None
-    #: The user is proven: a browser session, or a verified proof from the app (daemon/proofs.py).
-    proven: bool = False
 
 
 def community_lock_key(did: str) -> str:
@@ -128,16 +117,12 @@ def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = F
 
 
 async def active_tx(tx: Transaction, did: str) -> Row:
-    row = await communities_store.get_community_tx(tx, did)
+    row = await communities_store.get_community(tx, did)
     if row is None or row["state"] != "active":
         raise NOT_FOUND(did)
     return row
 
 
-async def admins_list(tx_or_db: Any, community_did: str) -> list[tuple[str, str]]:
+async def admins_list(db: Reader, community_did: str) -> list[tuple[str, str]]:
     """The admins as (did, addedAt), primary first."""
-    if isinstance(tx_or_db, Transaction):
-        rows = await members_store.admins_tx(tx_or_db, community_did)
-    else:
-        rows = await members_store.admins(tx_or_db, community_did)
-    return [(r["member_did"], r["admin_since"]) for r in rows]
+    return [(r["member_did"], r["admin_since"]) for r in await members_store.admins(db, community_did)]

@@ -6,14 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from daemon.atproto.pds import blob_url
+from daemon.atproto.pds import image_url
 from plugins.communities.access import MemberStatus
 from store.db import Row
-
-
-def image_url(row: Row, image: str) -> str | None:
-    cid = row[f"{image}_cid"]
-    return blob_url(row["pds_url"], row["did"], cid) if cid else None
 
 
 def community_summary(row: Row) -> dict[str, Any]:

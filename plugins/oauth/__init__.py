@@ -7,13 +7,10 @@ from typing import Any
 
 from daemon import hookimpl
 
-#: The modules a plugin that declares `oauth` in `cr_plugin_requires` may import: the
-#: grants (to revoke a signed-in user's grant on sign-out). Everything else is private.
-PUBLIC_MODULES = ("grants",)
 from daemon.sessions import SID_COOKIE, authenticate_session
 from plugins.oauth import handlers
 from plugins.oauth.config import OAuthConfig
-from plugins.oauth.grants import oauth_state
+from plugins.oauth.grants import OAuthState, oauth_state
 from plugins.oauth.keys import GENERATED_KEY_FILE
 
 
@@ -44,6 +41,12 @@ def cr_state_files(config: Any) -> list[str]:
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
+
+
+@hookimpl
+def cr_services(app: Any) -> dict[str, Any]:
+    # The client and grants; other plugins may sign a session out (daemon/services.py).
+    return {"oauth": OAuthState(app)}
 
 
 @hookimpl

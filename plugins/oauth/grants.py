@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, cast
 
 import httpx
 from joserfc.jwk import ECKey
@@ -198,18 +198,40 @@ class GrantManager:
         return revoked
 
 
-@dataclass
 class OAuthState:
-    client: OAuthClient
-    grants: GrantManager
+    """The plugin's per-application state, ``app.oauth`` (`cr_services`): the OAuth
+    client and the grants, built on first use. It is also what other plugins may ask of
+    this one, `daemon.services.OAuthService`."""
+
+    def __init__(self, app: "Application") -> None:
+        self.app = app
+        self._client: OAuthClient | None = None
+        self._grants: GrantManager | None = None
+
+    def _build(self) -> None:
+        cfg: OAuthConfig = self.app.config.plugin("oauth")
+        keys = load_client_keys(cfg.signing_keys, self.app.config.state_dir)
+        self._client = OAuthClient(self.app, cfg, keys)
+        self._grants = GrantManager(self.app, self._client, cfg)
+
+    @property
+    def client(self) -> OAuthClient:
+        if self._client is None:
+            self._build()
+        assert self._client is not None
+        return self._client
+
+    @property
+    def grants(self) -> GrantManager:
+        if self._grants is None:
+            self._build()
+        assert self._grants is not None
+        return self._grants
+
+    async def sign_out(self, session_id: str) -> bool:
+        return await self.grants.revoke_and_forget(session_id)
 
 
 def oauth_state(app: "Application") -> OAuthState:
-    """The plugin's per-application state, built on first use."""
-    state = app.state.get("oauth")
-    if state is None:
-        cfg: OAuthConfig = app.config.plugin("oauth")
-        keys = load_client_keys(cfg.signing_keys, app.config.state_dir)
-        client = OAuthClient(app, cfg, keys)
-        state = app.state["oauth"] = OAuthState(client, GrantManager(app, client, cfg))
-    return state
+    """This plugin's state (registered as ``app.oauth``)."""
+    return cast(OAuthState, app.oauth)

@@ -19,8 +19,8 @@ from daemon.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, STRING_
                             operation, page, query)
 from daemon.proofs import UserMethod
 from daemon.validate import invalid
-from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status,
-                                        member_status_tx, require_community, require_manager_tx)
+from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status, require_community,
+                           require_manager)
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
 from store import audit as audit_store
@@ -120,7 +120,7 @@ class RecordsBase(BaseHandler):
         return require_did(self.get_query_argument("userDid", None), "userDid")
 
     async def require_member(self, did: str, user_did: str) -> Any:
-        status = await member_status(self.app, did, user_did)
+        status = await member_status(self.app.db, did, user_did)
         if not status.is_member:
             raise ApiError(403, "not_member", "userDid is not a member of this community.")
         return status
@@ -145,7 +145,7 @@ class RecordsBase(BaseHandler):
         if how == "member" or row["author_did"] == user_did:
             return
         community = await require_community(self.app, did, self.principal)
-        if not await app_manages(self.app, community, self.principal.app_id):
+        if not await app_manages(self.app.db, community, self.principal.app_id):
             raise APP_NOT_TRUSTED(did, self.principal.app_id or "-")
 
     async def indexed(self, did: str, collection: str, rkey: str) -> Row:
@@ -349,8 +349,8 @@ class CollectionSettingsHandler(RecordsBase):
             rules = permissions.parse(body["permissions"]) if body["permissions"] is not None else {}
         allowed = self.allowlist(body) if "allowedCollections" in body or "permissions" not in body else None
         async with self.app.db.transaction("records.collection_settings") as tx:
-            await require_manager_tx(tx, community, self.principal.app_id)
-            if not (await member_status_tx(tx, did, admin_did)).is_admin:
+            await require_manager(tx, community, self.principal.app_id)
+            if not (await member_status(tx, did, admin_did)).is_admin:
                 raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
             if "allowedCollections" in body:
                 await store.set_collection_settings_tx(

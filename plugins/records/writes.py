@@ -169,7 +169,7 @@ async def finish_tx(app: "Application", tx: Transaction, write: Write, written: 
         log.warning("the pending %s of %s was settled elsewhere", write.op, write.uri)
         return False
     did, collection, rkey = write.community_did, write.collection, write.rkey
-    current = await store.get_record_tx(tx, did, collection, rkey)
+    current = await store.get_record(tx, did, collection, rkey)
     now = app.clock.iso_now()
     if write.op == "delete":
         if current is not None:

@@ -8,16 +8,18 @@ from typing import Any
 from daemon import hookimpl
 
 
-#: Plugins the pages use when they are enabled, and do without otherwise (the developer
-#: pages show webhooks only with `webhooks`). Their PUBLIC_MODULES may be imported too.
-OPTIONAL_PLUGINS = ("webhooks",)
+@hookimpl
+def cr_plugin_requires() -> list[str]:
+    # The pages are a thin layer over the services of these plugins (app.communities,
+    # app.apps, daemon/services.py), and sign-out ends the OAuth grant (app.oauth). The
+    # developer pages show webhooks only when that plugin is enabled (app.webhooks).
+    return ["communities", "oauth", "apikeys"]
 
 
 @hookimpl
-def cr_plugin_requires() -> list[str]:
-    # The pages are a thin layer over the services of these plugins (their public modules,
-    # see PUBLIC_MODULES in each), and sign-out ends the OAuth grant.
-    return ["communities", "oauth", "apikeys"]
+def cr_services(app: Any) -> dict[str, Any]:
+    from plugins.web.assets import WebPages
+    return {"web": WebPages()}
 
 
 @hookimpl

@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.http import ApiError
-from plugins.communities import common, service
+from daemon.atproto.pds import image_url
+from daemon.services import DID_PATTERN
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 
@@ -28,14 +29,14 @@ class SettingsPage(PageHandler):
 
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
+        await self.communities.require_admin(self, row, self.principal.did)
         await show_settings(self, row, FormErrors(values=row_profile(row)))
 
 
 async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
     assert handler.principal is not None
-    me = await common.require_admin(handler, row, handler.principal.did)
-    pending = await common.pending_list(handler, row)
+    me = await handler.communities.require_admin(handler, row, handler.principal.did)
+    pending = await handler.communities.pending_list(handler, row)
     more = None
     if pending.get("cursor"):
         more = f"{community_path(row)}/settings?{urlencode({'cursor': pending['cursor']})}#requests"
@@ -49,7 +50,6 @@ async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, stat
 
 
 def row_profile(row: Any) -> dict[str, Any]:
-    from plugins.communities.views import image_url
     return {"displayName": row["display_name"], "description": row["description"] or "",
             "type": row["type"], "handle": row["handle"], "did": row["did"],
             "avatar": image_url(row, "avatar"), "banner": image_url(row, "banner")}
@@ -64,15 +64,15 @@ class ProfileAction(PageHandler):
     async def submit(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
+        await self.communities.require_admin(self, row, self.principal.did)
         values = {k: self.form.get(k, "") for k in ("displayName", "description", "type")}
         errors = FormErrors(values=values)
         if not values["displayName"].strip():
             errors.add("displayName", _PROFILE_WORDS["displayName"])
         if not errors:
             try:
-                fields = common.community_fields(values, required=True)
-                await service.update_profile(self.app, row, signed_in_actor(self), **fields)
+                fields = self.communities.community_fields(values, required=True)
+                await self.communities.update_profile(row, signed_in_actor(self), **fields)
             except ApiError as exc:
                 if exc.status != 400:
                     raise
@@ -99,14 +99,14 @@ class DecisionAction(PageHandler):
     async def submit(self, ident: str, member: str, decision: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        member_did = common.path_did(member)
+        member_did = self.communities.path_did(member)
         me = signed_in_actor(self)
         try:
             if decision == "approve":
-                await service.approve(self.app, row, member_did, me)
+                await self.communities.approve(row, member_did, me)
             else:
                 reason = self.form.get("reason", "").strip()[:1000] or None
-                await service.reject(self.app, row, member_did, me, reason)
+                await self.communities.reject(row, member_did, me, reason)
             done = "approved" if decision == "approve" else "rejected"
         except ApiError as exc:
             # answered already (by another admin, or withdrawn): the page shows what is left
@@ -129,8 +129,8 @@ class MembersPage(PageHandler):
     async def get(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        me = await common.require_admin(self, row, self.principal.did)
-        listed = await common.list_members(self, row, self.principal.did, admin_view=False)
+        me = await self.communities.require_admin(self, row, self.principal.did)
+        listed = await self.communities.list_members(self, row, self.principal.did, admin_view=False)
         search = (self.get_query_argument("search", "") or "").strip()
         more = None
         if listed.get("cursor"):
@@ -155,15 +155,15 @@ class MemberAction(PageHandler):
     async def submit(self, ident: str, member: str, action: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        member_did = common.path_did(member)
+        member_did = self.communities.path_did(member)
         me = signed_in_actor(self)
         if action == "promote":
-            await service.promote(self.app, row, member_did, me)
+            await self.communities.promote(row, member_did, me)
         elif action == "demote":
-            await service.demote(self.app, row, member_did, me)
+            await self.communities.demote(row, member_did, me)
         else:
             reason = self.form.get("reason", "").strip()[:1000] or None
-            await service.remove(self.app, row, member_did, me, reason)
+            await self.communities.remove(row, member_did, me, reason)
         done = {"promote": "promoted", "demote": "demoted", "remove": "removed"}[action]
         self.see_other(f"{community_path(row)}/settings/members?done={done}")
 
@@ -183,7 +183,7 @@ class TransferPage(PageHandler):
     async def get(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        me = await common.require_admin(self, row, self.principal.did)
+        me = await self.communities.require_admin(self, row, self.principal.did)
         if not me.is_primary:
             raise ApiError(403, "not_primary_admin", "Only the primary admin may hand the role over.")
         target = await self.member_named(row, self.get_query_argument("to", "") or "")
@@ -194,13 +194,13 @@ class TransferPage(PageHandler):
     async def submit(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        new_owner = common.path_did(self.form.get("newOwnerDid", ""))
-        await service.transfer(self.app, row, new_owner, signed_in_actor(self))
+        new_owner = self.communities.path_did(self.form.get("newOwnerDid", ""))
+        await self.communities.transfer(row, new_owner, signed_in_actor(self))
         self.see_other(f"{community_path(row)}?done=transferred")
 
     async def member_named(self, row: Any, did: str) -> dict[str, Any]:
         from plugins.web.queries import member_profile
-        member = await member_profile(self.app.db, row["did"], common.path_did(did))
+        member = await member_profile(self.app.db, row["did"], self.communities.path_did(did))
         if member is None:
             raise ApiError(404, "not_member", "That person is not a member of this community.")
         return member
@@ -219,8 +219,8 @@ class AuditPage(PageHandler):
         from plugins.web.queries import audit_entries
 
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
-        log = await common.audit_log(self, row)
+        await self.communities.require_admin(self, row, self.principal.did)
+        log = await self.communities.audit_log(self, row)
         more = None
         if log.get("cursor"):
             more = f"{community_path(row)}/settings/audit?{urlencode({'cursor': log['cursor']})}"
@@ -248,7 +248,7 @@ class AppsPage(PageHandler):
     async def get(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
+        await self.communities.require_admin(self, row, self.principal.did)
         await self.show(row, FormErrors())
 
     async def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
@@ -267,7 +267,7 @@ class AppsPage(PageHandler):
         from store import apps as apps_store
 
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
+        await self.communities.require_admin(self, row, self.principal.did)
         app_id = self.form.get("appId", "").strip()
         manage = self.form.get("manage") == "yes"
         errors = FormErrors(values={"appId": app_id, "manage": "yes" if manage else ""})
@@ -280,7 +280,7 @@ class AppsPage(PageHandler):
         if errors:
             await self.show(row, errors, 400)
             return
-        await service.allow_app(self.app, row, app_id, signed_in_actor(self), True, manage=manage)
+        await self.communities.allow_app(row, app_id, signed_in_actor(self), True, manage=manage)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
 
 
@@ -295,7 +295,7 @@ class AppRevokeAction(PageHandler):
     async def submit(self, ident: str, app_id: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await service.allow_app(self.app, row, app_id, signed_in_actor(self), False)
+        await self.communities.allow_app(row, app_id, signed_in_actor(self), False)
         self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
 
 
@@ -314,7 +314,7 @@ class DeletePage(PageHandler):
     async def get(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        me = await common.require_admin(self, row, self.principal.did)
+        me = await self.communities.require_admin(self, row, self.principal.did)
         if not me.is_primary:
             raise ApiError(403, "not_primary_admin", "Only the primary admin may delete the community.")
         self.show(row, FormErrors())
@@ -336,7 +336,7 @@ class DeletePage(PageHandler):
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
             self.show(row, errors, 400)
             return
-        await service.delete(self.app, row, signed_in_actor(self))
+        await self.communities.delete(row, signed_in_actor(self))
         self.see_other("/?done=deleted")
 
 
@@ -351,6 +351,6 @@ def routes() -> list[tuple]:
         (base + r"/settings/apps", AppsPage),
         (base + r"/apps/" + APP_ID + r"/revoke", AppRevokeAction),
         (base + r"/settings/delete", DeletePage),
-        (base + r"/requests/" + common.DID + r"/(approve|reject)", DecisionAction),
-        (base + r"/members/" + common.DID + r"/(promote|demote|remove)", MemberAction),
+        (base + r"/requests/" + DID_PATTERN + r"/(approve|reject)", DecisionAction),
+        (base + r"/members/" + DID_PATTERN + r"/(promote|demote|remove)", MemberAction),
     ]

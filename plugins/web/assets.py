@@ -10,7 +10,7 @@ import hashlib
 import mimetypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import tornado.template
 
@@ -61,11 +61,25 @@ class WebAssets:
         return self.files[name].url
 
 
+class WebPages:
+    """The web plugin's state, ``app.web`` (`cr_services`; `daemon.services.WebService`):
+    the static files and templates, loaded on first use."""
+
+    def __init__(self) -> None:
+        self._assets: WebAssets | None = None
+
+    @property
+    def assets(self) -> WebAssets:
+        if self._assets is None:
+            self._assets = WebAssets()
+        return self._assets
+
+    def url(self, name: str) -> str:
+        return self.assets.url(name)
+
+
 def web_assets(app: "Application") -> WebAssets:
-    assets = app.state.get("web")
-    if assets is None:
-        assets = app.state["web"] = WebAssets()
-    return assets
+    return cast(WebPages, app.web).assets
 
 
 class StaticHandler(BaseHandler):

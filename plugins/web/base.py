@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode
 from tornado.escape import xhtml_escape
 
 from daemon.http import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
+from daemon.services import AppsService, CommunitiesService, WebhooksService
 from daemon.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
 
@@ -147,6 +148,23 @@ class PageHandler(BaseHandler):
     form: dict[str, str]
     form_lists: dict[str, list[str]]   # every value of each field (checkbox groups)
     session_ended = False
+
+    # The services of the plugins the pages are a layer over (daemon/services.py).
+    @property
+    def communities(self) -> "CommunitiesService":
+        assert self.app.communities is not None  # a requirement of this plugin
+        return self.app.communities
+
+    @property
+    def apps(self) -> "AppsService":
+        assert self.app.apps is not None  # a requirement of this plugin
+        return self.app.apps
+
+    @property
+    def webhooks(self) -> "WebhooksService":
+        """Only while the webhooks plugin is enabled (the developer pages check first)."""
+        assert self.app.webhooks is not None
+        return self.app.webhooks
 
     async def admit(self) -> None:
         """The core's checks (body cap, rate limits; `auth` is None so no credentials),

@@ -15,10 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.http import ApiError, decode_cursor, encode_cursor
-from plugins.apikeys import service as apps
 from plugins.web import queries
 from plugins.web.base import FormErrors, PageHandler
-from plugins.webhooks import service as hooks
 
 APP_ID = r"(app_[0-9a-f]{16})"
 WEBHOOK_ID = r"(wh_[0-9a-f]{16})"
@@ -110,8 +108,8 @@ class DeveloperPage(PageHandler):
 
     async def my_app(self, app_id: str) -> dict[str, Any]:
         assert self.principal is not None
-        row = await apps.owned_app(self.app, self.principal.did, app_id)
-        out = apps.app_json(row, apps.default_limit(self.app))
+        row = await self.apps.owned_app(self.principal.did, app_id)
+        out = self.apps.app_json(row, self.apps.default_limit())
         out["limitWords"] = limit_words(out["rateLimit"])
         return out
 
@@ -130,9 +128,9 @@ class AppsPage(DeveloperPage):
 
     async def list_page(self, errors: FormErrors, status: int = 200) -> None:
         assert self.principal is not None
-        rows = await apps.list_apps(self.app, self.principal.did, 200, None)
-        default = apps.default_limit(self.app)
-        mine = [apps.app_json(r, default) for r in rows]
+        rows = await self.apps.list_apps(self.principal.did, 200, None)
+        default = self.apps.default_limit()
+        mine = [self.apps.app_json(r, default) for r in rows]
         mine.sort(key=lambda a: (not a["active"], a["name"].lower()))
         self.show("dev_apps.html", "My apps", errors, status, apps=mine,
                   most=self.app.config.plugin("apikeys").max_apps_per_owner)
@@ -143,15 +141,15 @@ class AppsPage(DeveloperPage):
         errors = FormErrors(values=values)
         for name in ("name", "domain"):  # each field on its own, so both can be reported
             try:
-                apps.app_fields({name: values[name]}, required=False)
+                self.apps.app_fields({name: values[name]}, required=False)
             except ApiError:
                 errors.add(name, _APP_WORDS[name])
         if errors:
             await self.list_page(errors, 400)
             return
         try:
-            row, key = await apps.register(self.app, self.principal.did,
-                                           **apps.app_fields(values, required=True))
+            row, key = await self.apps.register(self.principal.did,
+                                                **self.apps.app_fields(values, required=True))
         except ApiError as exc:
             if exc.status not in (400, 409):
                 raise
@@ -162,7 +160,7 @@ class AppsPage(DeveloperPage):
             await self.list_page(errors, 400 if exc.status == 400 else 409)
             return
         self.show_secret(title=f"{row['name']} is registered", kind="key", secret=key,
-                         onwards="/apps/" + row["id"], app=apps.app_json(row, apps.default_limit(self.app)))
+                         onwards="/apps/" + row["id"], app=self.apps.app_json(row, self.apps.default_limit()))
 
 
 class AppPage(DeveloperPage):
@@ -177,12 +175,12 @@ async def show_app(handler: DeveloperPage, app_id: str, errors: FormErrors, stat
     app = await handler.my_app(app_id)
     most, webhooks = 0, None
     if handler.webhooks_on():
-        most, webhooks = hooks.settings(handler.app).max_webhooks_per_app, []
-        for row in await hooks.list_webhooks(handler.app, app_id, most, None):
-            hook = hooks.webhook_json(row)
+        most, webhooks = handler.webhooks.settings().max_webhooks_per_app, []
+        for row in await handler.webhooks.list_webhooks(app_id, most, None):
+            hook = handler.webhooks.webhook_json(row)
             hook["community"] = await community_label(handler, hook["communityDid"])
             webhooks.append(hook)
-    default_requests, default_window = apps.default_limit(handler.app)
+    default_requests, default_window = handler.apps.default_limit()
     if not errors.values:
         errors.values = {"maxRequests": str(app["rateLimit"]["maxRequests"]),
                          "windowSeconds": f"{app['rateLimit']['windowMs'] / 1000:g}"}
@@ -201,7 +199,7 @@ class RateLimitAction(DeveloperPage):
     async def submit(self, app_id: str) -> None:
         assert self.principal is not None
         if self.form.get("reset") == "yes":
-            await apps.set_rate_limit(self.app, self.principal.did, app_id, None, None)
+            await self.apps.set_rate_limit(self.principal.did, app_id, None, None)
             self.see_other(f"/apps/{app_id}?done=limit_reset#limit")
             return
         values = {k: self.form.get(k, "").strip() for k in ("maxRequests", "windowSeconds")}
@@ -217,7 +215,7 @@ class RateLimitAction(DeveloperPage):
             window = float(values["windowSeconds"])
         if not errors:
             try:
-                await apps.set_rate_limit(self.app, self.principal.did, app_id, requests, window)
+                await self.apps.set_rate_limit(self.principal.did, app_id, requests, window)
             except ApiError as exc:
                 if exc.code != "limit_above_default":
                     raise
@@ -241,9 +239,9 @@ class RotateKeyPage(DeveloperPage):
 
     async def submit(self, app_id: str) -> None:
         assert self.principal is not None
-        row, key = await apps.rotate_key(self.app, self.principal.did, app_id)
+        row, key = await self.apps.rotate_key(self.principal.did, app_id)
         self.show_secret(title=f"A new key for {row['name']}", kind="key", secret=key,
-                         onwards="/apps/" + row["id"], app=apps.app_json(row, apps.default_limit(self.app)),
+                         onwards="/apps/" + row["id"], app=self.apps.app_json(row, self.apps.default_limit()),
                          rotated=True)
 
 
@@ -259,7 +257,7 @@ class DeactivatePage(DeveloperPage):
 
     async def submit(self, app_id: str) -> None:
         assert self.principal is not None
-        await apps.deactivate(self.app, self.principal.did, app_id)
+        await self.apps.deactivate(self.principal.did, app_id)
         self.see_other(f"/apps/{app_id}?done=deactivated")
 
 
@@ -298,7 +296,7 @@ class WebhookForm(WebhooksOnly):
             errors.add("url", _HOOK_WORDS["url"])
         else:
             try:
-                out["url"] = await hooks.checked_url(self.app, {"url": values["url"]}, required=True)
+                out["url"] = await self.webhooks.checked_url({"url": values["url"]}, required=True)
             except ApiError as exc:
                 reason = (exc.details or [{}])[0].get("message", exc.message)
                 errors.add("url", f"This address cannot receive webhooks: {reason}")
@@ -335,7 +333,7 @@ class NewWebhookPage(WebhookForm):
         errors, fields = await self.read_form(app_id)
         if not errors:
             try:
-                row, secret = await hooks.create(self.app, app_id, **fields)
+                row, secret = await self.webhooks.create(app_id, **fields)
             except ApiError as exc:
                 if exc.code == "too_many_webhooks":
                     errors.general.append(exc.message)
@@ -346,7 +344,7 @@ class NewWebhookPage(WebhookForm):
             return
         self.show_secret(title="The webhook is ready", kind="secret", secret=secret,
                          onwards=f"/apps/{app_id}/webhooks/{row['id']}", app=app,
-                         webhook=hooks.webhook_json(row))
+                         webhook=self.webhooks.webhook_json(row))
 
 
 class WebhookPage(WebhookForm):
@@ -361,12 +359,12 @@ class WebhookPage(WebhookForm):
 
     async def webhook_page(self, app_id: str, webhook_id: str, errors: FormErrors, status: int = 200) -> None:
         app = await self.my_app(app_id)
-        hook = hooks.webhook_json(await hooks.owned(self.app, app_id, webhook_id))
+        hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
         hook["community"] = await community_label(self, hook["communityDid"])
         cursor = self.get_query_argument("cursor", None)
         before = int(decode_cursor(cursor, 1, "i")[0]) if cursor else None
-        rows = await hooks.list_deliveries(self.app, app_id, webhook_id, DELIVERIES_PER_PAGE + 1, before, None)
-        deliveries = [hooks.delivery_json(r) for r in rows[:DELIVERIES_PER_PAGE]]
+        rows = await self.webhooks.list_deliveries(app_id, webhook_id, DELIVERIES_PER_PAGE + 1, before, None)
+        deliveries = [self.webhooks.delivery_json(r) for r in rows[:DELIVERIES_PER_PAGE]]
         more = None
         if len(rows) > DELIVERIES_PER_PAGE:
             more = f"?{urlencode({'cursor': encode_cursor([rows[DELIVERIES_PER_PAGE - 1]['id']])})}#deliveries"
@@ -375,14 +373,14 @@ class WebhookPage(WebhookForm):
                              "active": "yes" if hook["active"] else ""}
         self.show("dev_webhook.html", f"Webhook {hook['url']}", errors, status, app=app, hook=hook,
                   deliveries=deliveries, more=more,
-                  counts=await hooks.delivery_counts(self.app, webhook_id))
+                  counts=await self.webhooks.delivery_counts(webhook_id))
 
     async def submit(self, app_id: str, webhook_id: str) -> None:
-        await hooks.owned(self.app, app_id, webhook_id)
+        await self.webhooks.owned(app_id, webhook_id)
         errors, fields = await self.read_form(app_id)
         if not errors:
             try:
-                await hooks.update(self.app, app_id, webhook_id, active=self.form.get("active") == "yes", **fields)
+                await self.webhooks.update(app_id, webhook_id, active=self.form.get("active") == "yes", **fields)
             except ApiError as exc:
                 self.community_refused(errors, exc)
         if errors:
@@ -399,17 +397,17 @@ class RotateSecretPage(WebhooksOnly):
 
     async def get(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)
-        hook = hooks.webhook_json(await hooks.owned(self.app, app_id, webhook_id))
-        overlap = hooks.settings(self.app).secret_overlap_seconds
+        hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
+        overlap = self.webhooks.settings().secret_overlap_seconds
         self.show("dev_confirm.html", "Make a new signing secret?", app=app, hook=hook,
                   action="rotate_secret", overlap=overlap)
 
     async def submit(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)
-        row, secret, old_until = await hooks.rotate_secret(self.app, app_id, webhook_id)
+        row, secret, old_until = await self.webhooks.rotate_secret(app_id, webhook_id)
         self.show_secret(title="A new signing secret", kind="secret", secret=secret,
                          onwards=f"/apps/{app_id}/webhooks/{webhook_id}", app=app,
-                         webhook=hooks.webhook_json(row), old_until=old_until, rotated=True)
+                         webhook=self.webhooks.webhook_json(row), old_until=old_until, rotated=True)
 
 
 class DeleteWebhookPage(WebhooksOnly):
@@ -420,12 +418,12 @@ class DeleteWebhookPage(WebhooksOnly):
 
     async def get(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)
-        hook = hooks.webhook_json(await hooks.owned(self.app, app_id, webhook_id))
+        hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
         self.show("dev_confirm.html", "Delete this webhook?", app=app, hook=hook, action="delete_webhook", overlap=0)
 
     async def submit(self, app_id: str, webhook_id: str) -> None:
         await self.my_app(app_id)
-        await hooks.delete(self.app, app_id, webhook_id)
+        await self.webhooks.delete(app_id, webhook_id)
         self.see_other(f"/apps/{app_id}?done=webhook_deleted#webhooks")
 
 
@@ -437,7 +435,7 @@ class RedeliverAction(WebhooksOnly):
 
     async def submit(self, app_id: str, webhook_id: str, delivery_id: str) -> None:
         await self.my_app(app_id)
-        await hooks.redeliver(self.app, app_id, webhook_id, int(delivery_id))
+        await self.webhooks.redeliver(app_id, webhook_id, int(delivery_id))
         self.see_other(f"/apps/{app_id}/webhooks/{webhook_id}?done=redelivered#deliveries")
 
 

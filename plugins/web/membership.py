@@ -8,15 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.http import Principal
-from plugins.communities import service
 from store.db import Row
 
 
 async def join(app: Any, row: Row, principal: Principal) -> tuple[int, dict[str, Any]]:
     """Join (201) or ask to join (202), writing the user's own membership record first."""
-    return await service.browser_join(app, row, principal)
+    return await app.communities.browser_join(row, principal)
 
 
 async def leave(app: Any, row: Row, principal: Principal) -> dict[str, Any]:
     """Leave, or withdraw a request; then delete the user's own record."""
-    return await service.browser_leave(app, row, principal)
+    return await app.communities.browser_leave(row, principal)

@@ -8,7 +8,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.http import ApiError, encode_cursor
-from plugins.communities import common, service
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
@@ -71,13 +70,13 @@ class CommunityPage(PageHandler):
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         viewer = self.principal.did if self.principal else None
-        details = await common.details(self, row, viewer)
+        details = await self.communities.details(self, row, viewer)
         community = details["community"]
         status = details.get("membership") or {}
         members: dict[str, Any] | None = None
         search = (self.get_query_argument("search", "") or "").strip()
         if not community.get("restricted"):
-            members = await common.list_members(self, row, viewer, admin_view=False)
+            members = await self.communities.list_members(self, row, viewer, admin_view=False)
         more = None
         if members and members.get("cursor"):
             params = {"cursor": members["cursor"]}
@@ -213,8 +212,8 @@ class CreatePage(PageHandler):
             self.show_form(errors, 400)
             return
         try:
-            fields = await common.create_fields(self, body)
-            result = await service.create(self.app, signed_in_actor(self), **fields)
+            fields = await self.communities.create_fields(self, body)
+            result = await self.communities.create(signed_in_actor(self), **fields)
         except ApiError as exc:
             if exc.status >= 500 and exc.code != "pds_error" or exc.status == 401:
                 raise
@@ -240,10 +239,9 @@ class SignOutAction(PageHandler):
 
     async def submit(self) -> None:
         from daemon.sessions import clear_session_cookies, end_session
-        from plugins.oauth.grants import oauth_state
 
         assert self.principal is not None and self.principal.session_id
-        await oauth_state(self.app).grants.revoke_and_forget(self.principal.session_id)
+        await self.app.oauth.sign_out(self.principal.session_id)
         await end_session(self.app, self.principal.session_id)
         clear_session_cookies(self)
         self.see_other("/")

@@ -11,7 +11,6 @@ from typing import Any
 import tornado.httputil
 
 from daemon.http import ApiError
-from plugins.communities import common, uploads
 from plugins.web.admin import row_profile, show_settings
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
@@ -54,12 +53,12 @@ class PictureAction(PageHandler):
     async def submit(self, ident: str, kind: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await common.require_admin(self, row, self.principal.did)
+        await self.communities.require_admin(self, row, self.principal.did)
         me = signed_in_actor(self)
         errors = FormErrors(values=row_profile(row))
         try:
             if kind == "banner" and self.form.get("fromProfile") == "yes":
-                data = await uploads.profile_banner(self.app, self.principal.did)
+                data = await self.communities.profile_banner(self.principal.did)
             else:
                 found = [f for f in getattr(self, "files", {}).get("image", []) if f["body"]]
                 if not found:
@@ -67,7 +66,7 @@ class PictureAction(PageHandler):
                     await show_settings(self, row, errors, 400)
                     return
                 data = found[0]["body"]
-            await uploads.set_image(self.app, row, me, kind, data)
+            await self.communities.set_image(row, me, kind, data)
         except ApiError as exc:
             if exc.code not in _IMAGE_WORDS:
                 raise

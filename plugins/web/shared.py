@@ -7,8 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from daemon.http import ApiError
-from daemon.access import require_community
-from plugins.communities.service import Actor
+from daemon.access import Actor, require_community
 from plugins.web import queries
 from plugins.web.base import PageHandler
 

@@ -8,9 +8,8 @@ from typing import Any
 
 from daemon import hookimpl
 
-#: The modules a plugin that declares this one in `cr_plugin_requires` may import: the webhook rules, shared with the developer pages.
-PUBLIC_MODULES = ('service',)
 from plugins.webhooks import delivery, handlers, metrics, operator, owner
+from plugins.webhooks.facade import Webhooks, webhooks_of
 from plugins.webhooks.settings import WebhooksConfig, check
 
 
@@ -37,26 +36,33 @@ def cr_routes(app: Any) -> list[tuple]:
 
 
 @hookimpl
+def cr_services(app: Any) -> dict[str, Any]:
+    # The webhook rules, shared with the developer pages (daemon/services.py), and the
+    # plugin's dispatcher and metrics.
+    return {"webhooks": Webhooks(app)}
+
+
+@hookimpl
 def cr_cli_commands() -> dict[str, Any]:
     return operator.cli_commands()
 
 
 @hookimpl
 def cr_metrics(app: Any, registry: Any) -> Any:
-    app.state[metrics.STATE_KEY] = m = metrics.WebhookMetrics(app, registry)
+    webhooks_of(app).metrics = m = metrics.WebhookMetrics(app, registry)
     return m.refresh
 
 
 @hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("webhooks"))
-    app.state[delivery.STATE_KEY] = d = delivery.Dispatcher(app)
+    webhooks_of(app).dispatcher = d = delivery.Dispatcher(app)
     d.start()
 
 
 @hookimpl
 def cr_shutdown(app: Any) -> Any:
-    d = app.state.get(delivery.STATE_KEY)
+    d = webhooks_of(app).dispatcher
     return d.stop() if d is not None else None
 
 

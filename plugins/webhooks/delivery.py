@@ -30,7 +30,7 @@ import httpcore
 from daemon.clock import iso
 from daemon.events import Event
 from daemon.netguard import Guard, GuardedBackend
-from daemon.access import app_can_see_tx
+from daemon.access import app_can_see
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
@@ -43,11 +43,12 @@ log = logging.getLogger("commonroom.webhooks")
 
 BATCH = 100
 
-STATE_KEY = "webhooks"
-
-
 def dispatcher(app: "Application") -> "Dispatcher":
-    return app.state[STATE_KEY]
+    """The running dispatcher (started by `cr_startup`)."""
+    from plugins.webhooks.facade import webhooks_of
+    d = webhooks_of(app).dispatcher
+    assert d is not None, "the webhooks plugin has not started"
+    return d
 
 
 def secret_context(webhook_id: str) -> str:
@@ -76,13 +77,14 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
                 # An event outside any community concerns only the app that caused it.
                 visible[app_id] = app_id == event.app_id
             else:
-                visible[app_id] = await app_can_see_tx(tx, event.community_did, app_id)
+                visible[app_id] = await app_can_see(tx, event.community_did, app_id)
         if visible[app_id]:
             chosen.append(row["id"])
     if not chosen:
         return
     await store.enqueue_tx(tx, [(w, event.id) for w in chosen], app.clock.time(), app.clock.iso_now())
-    d = app.state.get(STATE_KEY)
+    from plugins.webhooks.facade import webhooks_of
+    d = webhooks_of(app).dispatcher
     if d is not None:
         tx.after_commit(lambda: d.notify(chosen))
 
@@ -303,7 +305,7 @@ class Dispatcher:
 
     async def _load_hook(self, webhook_id: str) -> Hook | None:
         async with self.app.db.transaction("webhooks.load") as tx:  # fresh, see pending_batch_tx
-            row = await store.get_webhook_tx(tx, webhook_id)
+            row = await store.get_webhook(tx, webhook_id)
         if row is None or not row["active"] or not row["app_active"]:
             return None
         keys = [signing.secret_key(self.app.secrets.open(row["secret_sealed"], secret_context(webhook_id)))]

@@ -10,8 +10,6 @@ from prometheus_client import Counter, Gauge
 
 from store import webhooks as store
 
-STATE_KEY = "webhooks.metrics"
-
 
 class WebhookMetrics:
     def __init__(self, app: Any, registry: Any) -> None:
@@ -40,6 +38,7 @@ class WebhookMetrics:
 
 
 def record(app: Any, outcome: str, count: int = 1) -> None:
-    metrics = app.state.get(STATE_KEY)
+    from plugins.webhooks.facade import webhooks_of
+    metrics = webhooks_of(app).metrics
     if metrics is not None:
         metrics.record(outcome, count)

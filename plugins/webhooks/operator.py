@@ -31,7 +31,7 @@ async def _list(app: Any, args: argparse.Namespace) -> int:
 
 async def _redeliver(app: Any, args: argparse.Namespace) -> int:
     async with app.db.transaction("webhooks.operator_redeliver") as tx:
-        delivery = await store.get_delivery_tx(tx, args.webhook_id, args.delivery_id)
+        delivery = await store.get_delivery(tx, args.webhook_id, args.delivery_id)
         if delivery is None:
             return fail(f"webhook {args.webhook_id} has no delivery {args.delivery_id}")
         new_id = await store.redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())

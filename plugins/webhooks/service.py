@@ -20,7 +20,7 @@ from daemon.clock import iso
 from daemon.events import EVENT_TYPES
 from daemon.http import ApiError
 from daemon.netguard import TargetRefused
-from daemon.access import app_can_see_tx
+from daemon.access import app_can_see
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
 from store import webhooks as store
@@ -114,14 +114,14 @@ async def owned(app: "Application", app_id: str, webhook_id: str) -> Row:
 
 
 async def _owned_tx(tx: Transaction, app_id: str, webhook_id: str) -> Row:
-    row = await store.get_webhook_tx(tx, webhook_id)
+    row = await store.get_webhook(tx, webhook_id)
     if row is None or row["app_id"] != app_id:
         raise ApiError(404, "webhook_not_found", "No webhook with this id among your app's.")
     return row
 
 
 async def _check_community_tx(tx: Transaction, app_id: str, did: str | None) -> None:
-    if did is not None and not await app_can_see_tx(tx, did, app_id):
+    if did is not None and not await app_can_see(tx, did, app_id):
         raise ApiError(404, "community_not_found", f"No community {did} here.")
 
 
@@ -160,7 +160,7 @@ async def create(app: "Application", app_id: str, *, url: str, events: list[str]
             tx, webhook_id=webhook_id, app_id=app_id, url=url, community_did=community_did,
             secret_sealed=app.secrets.seal(secret, secret_context(webhook_id)),
             events=events, now=now)
-        row = await store.get_webhook_tx(tx, webhook_id)
+        row = await store.get_webhook(tx, webhook_id)
     return row, secret
 
 
@@ -190,7 +190,7 @@ async def update(app: "Application", app_id: str, webhook_id: str, *, url: str |
         await store.update_webhook_tx(tx, webhook_id, now, **fields)
         if events is not None:
             await store.set_events_tx(tx, webhook_id, events)
-        row = await store.get_webhook_tx(tx, webhook_id)
+        row = await store.get_webhook(tx, webhook_id)
     dispatcher(app).webhook_changed(webhook_id)
     return row
 
@@ -218,7 +218,7 @@ async def rotate_secret(app: "Application", app_id: str, webhook_id: str) -> tup
                                     if overlap > 0 else None),
             previous_secret_until=app.clock.time() + overlap if overlap > 0 else None,
             secret_rotated_at=now)
-        row = await store.get_webhook_tx(tx, webhook_id)
+        row = await store.get_webhook(tx, webhook_id)
     dispatcher(app).webhook_changed(webhook_id)
     return row, secret, iso(app.clock.time() + overlap) if overlap > 0 else None
 
@@ -227,7 +227,7 @@ async def redeliver(app: "Application", app_id: str, webhook_id: str, delivery_i
     """Queue the event of a delivery again (a new delivery); returns the new one."""
     async with app.db.transaction("webhooks.redeliver") as tx:
         hook = await _owned_tx(tx, app_id, webhook_id)
-        delivery = await store.get_delivery_tx(tx, webhook_id, delivery_id)
+        delivery = await store.get_delivery(tx, webhook_id, delivery_id)
         if delivery is None:
             raise ApiError(404, "delivery_not_found", "No delivery with this id for this webhook.")
         if delivery["event_type"] is None:
@@ -236,6 +236,6 @@ async def redeliver(app: "Application", app_id: str, webhook_id: str, delivery_i
             raise ApiError(409, "webhook_inactive",
                            "The webhook is not active; set active to true first.")
         new_id = await store.redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
-        row = await store.get_delivery_tx(tx, webhook_id, new_id)
+        row = await store.get_delivery(tx, webhook_id, new_id)
     dispatcher(app).notify([webhook_id])
     return row

@@ -12,4 +12,4 @@ class HelloHandler(BaseHandler):
         {"greeting": STRING, "events": arr(STRING)}, ["greeting", "events"])})
     async def get(self) -> None:
         config = self.app.config.plugin("hello")
-        self.send_json({"greeting": config.greeting, "events": self.app.state["hello"]["events"]})
+        self.send_json({"greeting": config.greeting, "events": self.app.extensions["hello"].events})
