@@ -157,6 +157,8 @@ class Application(tornado.web.Application):
         self.proofs = proofs.Proofs(self)
         from daemon.atproto.writes import Writes
         self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
+        from daemon.sync import Sync
+        self.sync = Sync(self)  # the network's event stream (sync.source)
 
     def new_request_id(self) -> str:
         """16 hex digits for a request that brought no X-Request-Id: a random prefix chosen
@@ -261,6 +263,7 @@ class Application(tornado.web.Application):
 
     async def shutdown(self) -> None:
         timeout = self.config.server.shutdown_timeout_seconds
+        await self.sync.stop()
         try:
             await asyncio.wait_for(call_hook(self.pm.hook.cr_shutdown, app=self), timeout)
         except asyncio.TimeoutError:
@@ -316,6 +319,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
             await call_hook(pm.hook.cr_startup, app=app)
             app.writes.start()
+            await app.sync.start()
     except BaseException:
         if "app" in locals():
             await app.shutdown()
