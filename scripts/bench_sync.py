@@ -199,7 +199,6 @@ async def bench_consumer(frames: list[bytes], members: list[str], replay: int) -
 
 
 async def bench_lag(frames: list[bytes], members: list[str], rate: int, seconds: float) -> dict[str, float]:
-    from daemon.sync.events import SyncEvent
     with tempfile.TemporaryDirectory() as tmp:
         app = await make_app(Path(tmp), members)
         sync = app.sync
@@ -210,8 +209,8 @@ async def bench_lag(frames: list[bytes], members: list[str], rate: int, seconds:
         async def timed_apply(batch: list[Any]) -> None:
             await original(batch)
             done = time.perf_counter()
-            for item in batch:
-                if isinstance(item, SyncEvent) and id(item) in arrived:
+            for item in batch:  # an event, or a frame filtered again after a change of interest
+                if id(item) in arrived:
                     lags.append(done - arrived.pop(id(item)))
 
         sync._apply = timed_apply  # type: ignore[method-assign]
@@ -255,13 +254,13 @@ def main() -> int:
     frames = load_frames(args.frames)
     members = meta["members"]
     sizes = sorted(len(f) for f in frames)
-    print(f"frames: {len(frames)}, median {statistics.median(sizes):.0f} bytes")
+    print(f"frames: {len(frames)}, median {statistics.median(sizes):.0f} bytes", flush=True)
 
     per_second, relevant = bench_filter(frames, members, args.replay)
     print(f"filter alone:      {per_second:10,.0f} frames/s  ({relevant} of {args.replay} relevant, "
-          f"{100 * relevant / args.replay:.1f} %)")
+          f"{100 * relevant / args.replay:.1f} %)", flush=True)
     per_second, applied = asyncio.run(bench_consumer(frames, members, args.replay))
-    print(f"filter + apply:    {per_second:10,.0f} frames/s  ({applied} events applied)")
+    print(f"filter + apply:    {per_second:10,.0f} frames/s  ({applied} events applied)", flush=True)
     lag = asyncio.run(bench_lag(frames, members, args.rate, args.seconds))
     print(f"lag at {args.rate}/s for {args.seconds:.0f} s: median {lag['median'] * 1000:.1f} ms, "
           f"p99 {lag['p99'] * 1000:.1f} ms, max {lag['max'] * 1000:.1f} ms ({lag['events']} relevant events)")
