@@ -39,9 +39,28 @@ def sync_recorder() -> SyncRecorder:
     return SyncRecorder()
 
 
+class FailOnce:
+    """Fails the first batch that holds an event of `did` (a full disk, a bug), as the
+    devnet cannot."""
+
+    def __init__(self) -> None:
+        self.did: str | None = None
+
+    @hookimpl
+    def cr_sync_events_tx(self, app: Any, tx: Any, events: list[Any]) -> None:
+        if self.did is not None and any(e.did == self.did for e in events):
+            self.did = None
+            raise RuntimeError("the batch cannot be applied")
+
+
 @pytest.fixture
-def extra_plugins(recorder: Any, sync_recorder: SyncRecorder) -> tuple:
-    return (recorder, sync_recorder)
+def fail_once() -> FailOnce:
+    return FailOnce()
+
+
+@pytest.fixture
+def extra_plugins(recorder: Any, sync_recorder: SyncRecorder, fail_once: FailOnce) -> tuple:
+    return (recorder, sync_recorder, fail_once)
 
 DEADLINE = 20.0  # generous: waiting for an eventual state, not measuring speed
 
@@ -277,3 +296,27 @@ async def test_health_reports_the_sync(app, client, people):
     assert health["sync"]["state"] == "live"
     assert isinstance(health["sync"]["cursor"], int) or health["sync"]["cursor"] is None
     assert set(health["sync"]) == {"state", "cursor", "lagSeconds"}
+
+
+async def test_a_batch_that_fails_to_apply_is_retried_after_a_backoff_and_nothing_is_skipped(
+        app, client, devnet, people, new_handle, fail_once, clock):
+    api, did, _alice, bob = await community_with_member(app, client, people)
+    fail_once.did = bob["did"]
+    handle = new_handle("retried")
+    await asyncio.to_thread(pds_call, devnet, "com.atproto.identity.updateHandle", {"handle": handle},
+                            token=bob["accessJwt"])
+
+    async def failed() -> bool:
+        return fail_once.did is None and app.sync.state == "backoff"
+    await eventually(failed, "the batch failed and waits for its retry")
+    cursor = app.sync.cursor
+    assert (await members_by_did(api, did))[bob["did"]]["handle"] != handle
+    await asyncio.to_thread(people, "more")  # later events wait behind the failed batch
+    await asyncio.sleep(0.3)
+    assert app.sync.cursor == cursor
+    clock.advance(1.0)
+
+    async def shown() -> bool:
+        return (await members_by_did(api, did))[bob["did"]]["handle"] == handle
+    await eventually(shown, "the retried batch applied")
+    assert app.sync.cursor > cursor

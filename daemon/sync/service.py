@@ -158,16 +158,18 @@ class Sync:
     def _make_client(self) -> Any:
         sync = self
         url = self.config.url or ""
+        # the SDK dials <base_uri>/<method>: base_uri is the ws(s) URL ending in /xrpc
+        base_uri = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
         if self.config.source == "jetstream":
             from atproto_jetstream import AsyncJetstreamClient as Base
-            base_uri = url.rsplit("/network.bsky.jetstream.subscribeEvents", 1)[0]
+            base_uri = base_uri.removesuffix("/network.bsky.jetstream.subscribeEvents")
             kwargs: dict[str, Any] = {"compress": False}
         else:
             from atproto_firehose import AsyncFirehoseSubscribeReposClient as Base
-            base_uri = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
-            if not base_uri.endswith("/xrpc"):
-                base_uri += "/xrpc"
+            base_uri = base_uri.removesuffix("/com.atproto.sync.subscribeRepos")
             kwargs = {}
+        if not base_uri.endswith("/xrpc"):
+            base_uri += "/xrpc"
 
         class Client(Base):  # type: ignore[misc, valid-type]
             def _get_reconnection_delay(self) -> float:
@@ -208,12 +210,14 @@ class Sync:
                 log.info("sync: the stream at %s closed", self.config.url)
             except asyncio.CancelledError:
                 raise
-            except StreamError as exc:
-                log.warning("sync: the stream at %s refused us: %s", self.config.url, exc)
-                if exc.error in ("FutureCursor", "OutdatedCursor"):
-                    await self._queue_gap()
-            except Exception as exc:  # noqa: BLE001 (the SDK wraps connection errors)
-                log.warning("sync: the connection to %s failed: %r", self.config.url, exc)
+            except Exception as exc:  # noqa: BLE001 (the SDK wraps what it does not know)
+                refusal = exc if isinstance(exc, StreamError) else exc.__cause__
+                if isinstance(refusal, StreamError):
+                    log.warning("sync: the stream at %s refused us: %s", self.config.url, refusal)
+                    if refusal.error in ("FutureCursor", "OutdatedCursor", "CursorTooOld"):
+                        await self._queue_gap()
+                else:
+                    log.warning("sync: the connection to %s failed: %r", self.config.url, exc)
             self._failures = max(self._failures, 1)
 
     async def _ignore(self, frame: Any) -> None:  # the frames go through _process_frame
