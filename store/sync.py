@@ -37,11 +37,6 @@ async def set_active_tx(tx: Transaction, did: str) -> bool:
     return cur.rowcount > 0
 
 
-async def account_status(db: Database, did: str) -> str | None:
-    """The recorded status of an inactive account; None if active (or never reported)."""
-    return await db.fetchval("SELECT status FROM account_status WHERE did = ?", (did,))
-
-
 # ------------------------------------------------------------------ the communities' interest set
 
 
@@ -107,6 +102,6 @@ async def set_handle_tx(tx: Transaction, did: str, handle: str, now: str) -> Non
                      (handle, now, did, handle))
 
 
-async def all_community_dids(db: Database) -> list[str]:
-    return [r["did"] for r in await db.fetchall("SELECT did FROM communities WHERE state = 'active'")]
+async def active_community_dids_tx(tx: Transaction) -> list[str]:
+    return [r["did"] for r in await tx.fetchall("SELECT did FROM communities WHERE state = 'active'")]
 

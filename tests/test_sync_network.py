@@ -320,3 +320,25 @@ async def test_a_batch_that_fails_to_apply_is_retried_after_a_backoff_and_nothin
         return (await members_by_did(api, did))[bob["did"]]["handle"] == handle
     await eventually(shown, "the retried batch applied")
     assert app.sync.cursor > cursor
+
+
+async def test_a_membership_record_the_users_repo_does_not_hold_makes_nobody_join(app, client, devnet, people):
+    """The stream's word is checked against the user's own PDS (a relay could lie)."""
+    from daemon.sync import RecordOp, SyncEvent
+    from plugins.communities import sync as communities_sync
+    from store import intents as intents_store
+    api = await Api.make(app, client)
+    alice, eve = people("alice"), people("eve")
+    did = (await api.create(alice, "No forgeries"))["did"]
+    collection = f"{app.config.atproto.namespace}.membership"
+    forged = SyncEvent("commit", eve["did"], 10**9, rev="3forged", ops=(
+        RecordOp("create", collection, "3forgedrkey", None, {"$type": collection, "community": did}),))
+    async with app.db.transaction("test.forged") as tx:
+        await communities_sync.apply_tx(app, tx, [forged])
+    await communities_sync.run(app)
+
+    async def settled() -> bool:
+        return not await intents_store.pending(app.db, kind_prefix="communities.sync")
+    await eventually(settled, "the forged join settled")
+    assert not (await api.check(did, eve["did"]))["isMember"]
+    assert eve["did"] not in await proofs_on_pds(app, did)

@@ -149,11 +149,11 @@ class Sync:
         self._failures += 1  # reset by the first frame that arrives
         self.state = "connecting"
         cursor = self._saved if self._saved is not None else self.cursor
-        params = dict(client._params or {})
+        params: dict[str, Any] = {}
         if cursor is not None:
             # the firehose resumes after the cursor; Jetstream replays from it (inclusive)
             params["cursor"] = cursor + 1 if self.config.source == "jetstream" else cursor
-        client._params = params
+        client.update_params(params)
 
     def _make_client(self) -> Any:
         sync = self

@@ -82,8 +82,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
             continue  # a community being created: the command's own writes
         if event.kind == "gap":
             dids = [event.did] if community is not None else \
-                [r["did"] for r in await tx.fetchall("SELECT did FROM communities WHERE state = 'active'")] \
-                if not event.did else []
+                await sync_store.active_community_dids_tx(tx) if not event.did else []
             if dids:
                 log.warning("events may have been missed (%s): reindexing %d communit%s",
                             "outdated cursor" if not event.did else f"gap in {event.did}",
@@ -182,19 +181,37 @@ async def _community(app: "Application", intent: Intent) -> Any:
     return row
 
 
+async def _own_record(app: "Application", did: str, rkey: str) -> dict[str, Any] | None:
+    """The person's membership record at `rkey`, read from their own PDS (as their DID
+    document names it): the stream's word is checked against the repo before anyone joins
+    or leaves because of it."""
+    from daemon.atproto.identity import resolve_did
+    from daemon.atproto.pds import get_record
+    info = await resolve_did(app, did)
+    if not info.pds_url:
+        raise ApiError(400, "no_pds", f"{did} names no PDS")
+    got = await get_record(app, info.pds_url, did, rec.nsid(app, "membership"), rkey)
+    return got["value"] if got is not None and isinstance(got.get("value"), dict) else None
+
+
 async def _join(app: "Application", intent: Intent) -> str:
     from plugins.communities.membership import join
-    did = intent.payload["did"]
-    await join(app, await _community(app, intent), did, Actor(did, None, proven=True),
+    did, community = intent.payload["did"], await _community(app, intent)
+    record = await _own_record(app, did, intent.rkey or "")
+    if record is None or record.get("community") != community["did"]:
+        raise ApiError(404, "membership_record_gone", "The membership record is no longer in the user's repo.")
+    await join(app, community, did, Actor(did, None, proven=True),
                membership_uri=intent.payload.get("uri"), membership_cid=intent.payload.get("cid"))
     return "applied"
 
 
 async def _leave(app: "Application", intent: Intent) -> str:
     from plugins.communities.membership import leave
-    did = intent.payload["did"]
+    did, community = intent.payload["did"], await _community(app, intent)
     reason = "account_deleted" if intent.operation == "account_deleted" else None
-    await leave(app, await _community(app, intent), did, Actor(did, None, proven=True), reason=reason)
+    if reason is None and await _own_record(app, did, intent.rkey or "") is not None:
+        raise ApiError(409, "membership_record_present", "The membership record is still in the user's repo.")
+    await leave(app, community, did, Actor(did, None, proven=True), reason=reason)
     return "applied"
 
 
