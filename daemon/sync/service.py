@@ -18,9 +18,12 @@ fails is tried again the same way: the cursor never passes an event that was not
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, Iterator
 
 from daemon.plugins import call_hook
 from daemon.sync.events import Interest, SyncEvent
@@ -72,6 +75,9 @@ class Sync:
         self._marks: dict[str, Any] = {}
         self._interest_version = -1
         self._seen: int | None = None
+        self._received: int | None = None  # the newest seq read from the stream
+        self._writing: dict[str, int] = {}  # repos this service is writing to, and how many writes
+        self._writes_done = asyncio.Event()
         self._saved: int | None = None
         self._failures = 0
         self._queue: asyncio.Queue[Any] | None = None
@@ -98,6 +104,38 @@ class Sync:
         rev = commit.get("rev") if isinstance(commit, dict) else None
         if isinstance(rev, str):
             self.filter_state.note_own(did, rev)
+
+    @contextlib.contextmanager
+    def writing(self, did: str) -> Iterator[None]:
+        """Around a write of this service to `did`'s repo: until its answer (and commit rev)
+        is known, the stream's commits of that repo wait before they are applied, so one
+        that arrives before the answer is still recognised as our own."""
+        self._writing[did] = self._writing.get(did, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._writing[did] - 1
+            if left:
+                self._writing[did] = left
+            else:
+                del self._writing[did]
+                self._writes_done.set()
+                self._writes_done = asyncio.Event()
+
+    async def _recognise(self, event: SyncEvent) -> SyncEvent:
+        """`event`, marked ``own`` if it is a commit this service made: a commit of a repo
+        the service is writing to waits for those writes' answers first (bounded)."""
+        if event.kind != "commit" or event.own:
+            return event
+        deadline = time.monotonic() + 2 * self.app.config.atproto.request_timeout_seconds
+        while event.did in self._writing and time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(self._writes_done.wait(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                break
+        if (event.did, event.rev) in self.filter_state.own:
+            return dataclasses.replace(event, own=True)
+        return event
 
     # ---------------------------------------------------------------- interest
 
@@ -131,8 +169,11 @@ class Sync:
         got = self.filter(data)
         if isinstance(got, SyncEvent):
             self.counts["relevant"] += 1
+            if got.seq >= 0:
+                self._received = got.seq
             return got
         if got is not None:
+            self._received = got
             if self._interest_stale():
                 return _Recheck(data)
             self._seen = got
@@ -148,7 +189,9 @@ class Sync:
             await self.app.clock.sleep(delay)
         self._failures += 1  # reset by the first frame that arrives
         self.state = "connecting"
-        cursor = self._saved if self._saved is not None else self.cursor
+        # What was received is queued or was irrelevant: resume after it (the saved cursor
+        # only matters after a restart, when the queue is gone too).
+        cursor = self._received if self._received is not None else self._saved
         params: dict[str, Any] = {}
         if cursor is not None:
             # the firehose resumes after the cursor; Jetstream replays from it (inclusive)
@@ -228,7 +271,7 @@ class Sync:
         community rebuilt from its repo."""
         log.warning("sync: cursor %s cannot be resumed at %s: starting from the live stream "
                     "and reindexing every community", self._saved, self.config.url)
-        self._saved = self.cursor = None
+        self._saved = self.cursor = self._received = None
         assert self._queue is not None
         await self._queue.put(SyncEvent("gap", "", -1))
 
@@ -298,7 +341,7 @@ class Sync:
             if isinstance(got, SyncEvent):
                 if isinstance(item, _Recheck):
                     self.counts["relevant"] += 1
-                got = self._follows(got)
+                got = self._follows(await self._recognise(got))
                 events.append(got)
                 if got.seq >= 0:
                     cursor = got.seq
