@@ -175,6 +175,8 @@ class Application(tornado.web.Application):
         from daemon.atproto.identity import IdentityCache
         from daemon.atproto.writes import Writes
         self.writes = Writes(self)  # the one PDS write path: intents, locks, reconciler
+        from daemon.sync import Sync
+        self.sync = Sync(self)  # the network's event stream (sync.source)
         self.accounts = AccountSessions()  # PDS sessions of the community accounts
         self.identity = IdentityCache()  # DID and handle resolution in flight
         self._lexicons: Lexicons | None = None
@@ -314,6 +316,7 @@ class Application(tornado.web.Application):
 
     async def shutdown(self) -> None:
         timeout = self.config.server.shutdown_timeout_seconds
+        await self.sync.stop()
         try:
             await asyncio.wait_for(call_hook(self.pm.hook.cr_shutdown, app=self), timeout)
         except asyncio.TimeoutError:
@@ -371,6 +374,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
             await call_hook(pm.hook.cr_startup, app=app)
             app.writes.start()
+            await app.sync.start()
     except BaseException:
         if "app" in locals():
             await app.shutdown()

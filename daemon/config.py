@@ -134,6 +134,43 @@ class IdentityConfig:
             raise ConfigError("must be 1000 or more", "identity.replay_cache_size")
 
 
+SyncSource = Literal["firehose", "jetstream", "off"]
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """Sync with the network: the event stream the local index follows (docs/sync.md)."""
+    source: SyncSource = "off"
+    #: firehose: the relay's or PDS's base URL (http(s)/ws(s)); jetstream: the subscribe URL.
+    url: str | None = None
+    #: Events applied in one transaction (with the cursor), at most.
+    batch_size: int = 200
+    #: Relevant events waiting to be applied, at most (the stream is read no faster).
+    queue_size: int = 10_000
+    #: Reconnect backoff: 1 s, doubling up to this.
+    max_backoff_seconds: float = 60.0
+    #: While only irrelevant events arrive, the cursor is saved at most this often.
+    cursor_save_seconds: float = 5.0
+
+    def __post_init__(self) -> None:
+        from urllib.parse import urlsplit
+        if self.source == "off":
+            return
+        if not self.url:
+            raise ConfigError(f"required when sync.source is {self.source}", "sync.url")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname:
+            raise ConfigError("expected an http(s):// or ws(s):// URL", "sync.url")
+        if self.batch_size < 1:
+            raise ConfigError("must be 1 or more", "sync.batch_size")
+        if self.queue_size < self.batch_size:
+            raise ConfigError("must be at least sync.batch_size", "sync.queue_size")
+        if not 1 <= self.max_backoff_seconds <= 3600:
+            raise ConfigError("must be from 1 to 3600", "sync.max_backoff_seconds")
+        if self.cursor_save_seconds <= 0:
+            raise ConfigError("must be more than 0", "sync.cursor_save_seconds")
+
+
 @dataclass(frozen=True)
 class MetricsConfig:
     """`/metrics` (Prometheus text format). Closed unless an address range or a token
@@ -174,6 +211,7 @@ class Config:
     plugins: PluginsConfig = PluginsConfig()
     metrics: MetricsConfig = MetricsConfig()
     identity: IdentityConfig = IdentityConfig()
+    sync: SyncConfig = SyncConfig()
     log_level: LogLevel = "info"
     log_format: LogFormat = "text"
     # Not keys of the file: where it was read from, and the plugins' own sections.

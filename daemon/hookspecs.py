@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.events import Event
     from daemon.atproto.writes import WriteKind
     from daemon.http import BaseHandler, Principal
+    from daemon.sync import Interest, SyncEvent
     from store.db import Transaction
 
 hookspec = pluggy.HookspecMarker("commonroom")
@@ -254,6 +255,56 @@ def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
 
     For in-memory reactions (waking a delivery loop, metrics). Exceptions are logged and
     do not affect the request that caused the event.
+
+    :return: None or an awaitable; all are awaited.
+    """
+
+
+# ------------------------------------------------------------------ sync with the network
+
+
+@hookspec
+def cr_sync_interest(app: "Application") -> "Interest | None":
+    """Say what the plugin wants from the network's event stream (docs/sync.md).
+
+    Called once, when the sync starts (``sync.source`` is not ``off``). The sync keeps a
+    frame only if its repo is a DID some plugin follows, or if one of its commit's op
+    paths is in a collection some plugin names; everything else costs a set lookup and a
+    path check.
+
+    :param app: the application.
+    :return: a `daemon.sync.Interest`: the plugin's name, ``load(db, mark)`` (the DIDs to
+        follow that were added since `mark`, None meaning all, and the next mark; called
+        at start and whenever the database changed before a frame is dropped), the
+        collections that make any repo's commit relevant, and the collections whose
+        records must be decoded. None for no interest. All results are combined.
+    """
+
+
+@hookspec
+def cr_sync_events_tx(app: "Application", tx: "Transaction", events: "list[SyncEvent]") -> Awaitable[None] | None:
+    """Apply a batch of relevant events of the stream, inside the transaction that saves
+    the stream's cursor: a change written through `tx` and the cursor commit together,
+    so after a crash the stream resumes exactly after the last applied event.
+
+    Do no network I/O here (the single writer is held). Work that needs the network (a
+    PDS write, re-resolving an identity) is made durable here (e.g. a write intent,
+    ``app.writes.begin_tx``) and done in `cr_sync_events`, after the commit. Events with
+    ``own`` set are commits this service made itself: leave them alone. Raising rolls the
+    batch back; the sync tries it again after a backoff, and the cursor does not move.
+
+    :param events: in stream order (`daemon.sync.SyncEvent`: commits, identity and
+        account events, and gaps, after which state must be rebuilt from the repos).
+    :return: None or an awaitable; all are awaited before the transaction commits.
+    """
+
+
+@hookspec
+def cr_sync_events(app: "Application", events: "list[SyncEvent]") -> Awaitable[None] | None:
+    """After the batch `events` and its cursor committed: do the work made durable in
+    `cr_sync_events_tx` that needs the network. The next batch waits for it, so keep it
+    bounded. Exceptions are logged (what was made durable is finished later, e.g. by the
+    write reconciler).
 
     :return: None or an awaitable; all are awaited.
     """

@@ -644,11 +644,15 @@ class NotFoundHandler(BaseHandler):
 
 
 class HealthHandler(BaseHandler):
-    @operation("Liveness and readiness: the database answers", responses={200: obj(
-        {"status": {"type": "string", "enum": ["ok"]}, "version": STRING, "plugins": arr(STRING)},
-        ["status", "version", "plugins"])}, errors={503: "Not ready"})
+    @operation("Liveness and readiness: the database answers; where the network sync stands", responses={200: obj(
+        {"status": {"type": "string", "enum": ["ok"]}, "version": STRING, "plugins": arr(STRING),
+         "sync": obj({"state": {"type": "string", "enum": ["off", "connecting", "live", "backoff", "stopped"]},
+                      "cursor": {"type": ["integer", "null"]}, "lagSeconds": {"type": ["number", "null"]}},
+                     ["state", "cursor", "lagSeconds"])},
+        ["status", "version", "plugins", "sync"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
         from daemon.plugins import plugin_names
         await self.app.db.fetchval("SELECT 1")
-        self.send_json({"status": "ok", "version": __version__, "plugins": plugin_names(self.app.pm)})
+        self.send_json({"status": "ok", "version": __version__, "plugins": plugin_names(self.app.pm),
+                        "sync": self.app.sync.health()})

@@ -93,7 +93,8 @@ async def set_membership_record_tx(tx: Transaction, community_did: str, member_d
 
 
 async def count_tx(tx: Transaction, community_did: str) -> tuple[int, int]:
-    members = await tx.fetchval("SELECT count(*) FROM members WHERE community_did = ?",
+    """(members with an active account, join requests): what the counts show."""
+    members = await tx.fetchval(f"SELECT count(*) FROM members m WHERE community_did = ? AND {_ACTIVE_ACCOUNT}",
                                 (community_did,))
     pending = await tx.fetchval("SELECT count(*) FROM join_requests WHERE community_did = ?",
                                 (community_did,))
@@ -123,11 +124,14 @@ async def set_admins_tx(tx: Transaction, community_did: str,
 
 # ------------------------------------------------------------------ lists
 
+#: Members whose account the network reported inactive (store/sync.py) are hidden.
+_ACTIVE_ACCOUNT = "NOT EXISTS (SELECT 1 FROM account_status s WHERE s.did = m.member_did)"
+
 
 async def list_members(db: Database, community_did: str, *, limit: int, after_id: int | None,
                        search_like: str | None = None, admins_only: bool = False) -> list[Row]:
     """Members in join order with their cached profile, keyset on `members.id`."""
-    where = ["m.community_did = ?"]
+    where = ["m.community_did = ?", _ACTIVE_ACCOUNT]
     params: list[Any] = [community_did]
     if after_id is not None:
         where.append("m.id > ?")

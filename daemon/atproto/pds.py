@@ -276,6 +276,15 @@ class RepoClient:
         return f"<RepoClient {self.did} @ {self.pds_url}>"
 
     async def _call(self, method: str, nsid: str, **kw: Any) -> dict[str, Any]:
+        sync = getattr(self._app, "sync", None)
+        if method != "POST" or sync is None:
+            return await self._call_once_more_on_auth(method, nsid, **kw)
+        with sync.writing(self.did):  # a write: its commit comes back through the stream
+            res = await self._call_once_more_on_auth(method, nsid, **kw)
+            sync.note_own_commit(self.did, res)
+        return res
+
+    async def _call_once_more_on_auth(self, method: str, nsid: str, **kw: Any) -> dict[str, Any]:
         token = await self._tokens(None)
         try:
             return await xrpc(self._app, method, self.pds_url, nsid, auth=token, **kw)

@@ -233,21 +233,25 @@ class Writes:
 
     # ---------------------------------------------------------------- the reconciler
 
-    async def reconcile(self, *, kinds: Sequence[str] | None = None, any_age: bool = False) -> dict[str, int]:
+    async def reconcile(self, *, kinds: Sequence[str] | None = None, any_age: bool = False,
+                        fresh: bool = False) -> dict[str, int]:
         """Settle the intents (of `kinds`; default all) older than their kind's
         ``settle_after`` and not waiting out a backoff; with `any_age` (the start-up pass:
-        no request can own one yet) every intent. Returns counts by outcome, plus
-        ``postponed`` (settling failed) and ``busy`` (a request holds a lock)."""
+        no request can own one yet) every intent; with `fresh`, intents of any age that are
+        not waiting out a backoff (work recorded to be done now, such as the network
+        sync's). Returns counts by outcome, plus ``postponed`` (settling failed) and
+        ``busy`` (a request holds a lock)."""
         selected = [self.kinds[name] for name in (kinds if kinds is not None else sorted(self.kinds))]
         counts = {outcome: 0 for kind in selected for outcome in kind.outcomes}
         counts.update(postponed=0, busy=0)
         for kind in selected:
-            await self._reconcile_kind(kind, any_age, counts)
+            await self._reconcile_kind(kind, any_age, counts, fresh)
         return counts
 
-    async def _reconcile_kind(self, kind: WriteKind, any_age: bool, counts: dict[str, int]) -> None:
+    async def _reconcile_kind(self, kind: WriteKind, any_age: bool, counts: dict[str, int],
+                              fresh: bool = False) -> None:
         now = self.app.clock.time()
-        created_before = None if any_age else iso(now - kind.settle_after(self.app))
+        created_before = None if any_age or fresh else iso(now - kind.settle_after(self.app))
         after_id = 0
         while True:
             rows = await store.due(self.app.db, kind=kind.name, created_before=created_before,

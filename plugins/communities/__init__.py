@@ -40,9 +40,26 @@ def cr_startup(app: Any) -> None:
 
 @hookimpl
 def cr_write_kinds(app: Any) -> list[Any]:
-    from plugins.communities import roles
-    from plugins.communities.reconcile import write_kinds
-    return write_kinds(app) + roles.write_kinds(app)
+    from plugins.communities import reconcile, roles, sync
+    return reconcile.write_kinds(app) + roles.write_kinds(app) + sync.write_kinds(app)
+
+
+@hookimpl
+def cr_sync_interest(app: Any) -> Any:
+    from plugins.communities.sync import interest
+    return interest(app)
+
+
+@hookimpl
+def cr_sync_events_tx(app: Any, tx: Any, events: list[Any]) -> Any:
+    from plugins.communities.sync import apply_tx
+    return apply_tx(app, tx, events)
+
+
+@hookimpl
+def cr_sync_events(app: Any, events: list[Any]) -> Any:
+    from plugins.communities.sync import run
+    return run(app)
 
 
 @hookimpl

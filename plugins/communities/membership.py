@@ -195,11 +195,13 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
 
 
 async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
-                after_commit: Callable[[Row], Awaitable[None]] | None = None) -> dict[str, Any]:
+                after_commit: Callable[[Row], Awaitable[None]] | None = None, *,
+                reason: str | None = None) -> dict[str, Any]:
     """Leave (a member) or withdraw a join request (pending). The primary admin must
     transfer first (409); an admin who leaves stops being an admin. `after_commit` (browser:
     delete the user's own membership record) runs after the local commit, best effort: a
-    failing user PDS never stops anyone leaving."""
+    failing user PDS never stops anyone leaving. A `reason` (the network sync:
+    ``account_deleted``) goes into the event's data and the audit entry."""
     did = community["did"]
     status = await member_status(app.db, did, user_did)
     if status.is_pending and not status.is_member:
@@ -218,7 +220,8 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
         raise ApiError(409, "primary_admin_must_transfer",
                        "The primary admin cannot leave: transfer the primary admin role to another "
                        "member first (admins/transfer).")
-    return await _remove(app, community, user_did, actor, "member.left", None, {}, after_commit)
+    return await _remove(app, community, user_did, actor, "member.left", reason,
+                         {"reason": reason} if reason else {}, after_commit)
 
 
 async def remove(app: "Application", community: Row, member_did: str, actor: Actor,

@@ -52,18 +52,7 @@ async def reindex(app: "Application", did: str,
                 break
         now = app.clock.iso_now()
         async with app.db.transaction("communities.reindex") as tx:
-            fields: dict[str, Any] = {}
-            if profile is not None:
-                value = profile["value"]
-                fields = {"display_name": value.get("displayName") or row["display_name"],
-                          "description": value.get("description") or "",
-                          "type": value.get("type") if value.get("type") in ("open", "admin-approved", "private")
-                          else row["type"]}
-                for image in ("avatar", "banner"):
-                    blob = value.get(image)
-                    fields[f"{image}_cid"] = blob_cid(blob)
-                    fields[f"{image}_mime"] = blob.get("mimeType") if isinstance(blob, dict) else None
-                    fields[f"{image}_size"] = blob.get("size") if isinstance(blob, dict) else None
+            fields = profile_fields(row, profile["value"]) if profile is not None else {}
             await communities_store.update_community_tx(tx, did, now, state="active", **fields)
             local = {m["member_did"]: m for m in await members_store.all_members_tx(tx, did)}
             added = removed = 0
@@ -93,6 +82,21 @@ async def reindex(app: "Application", did: str,
                        "admins": [d for d, _ in ordered], **rebuilt}
             await audit_tx(app, tx, did, "community.reindexed", None, None, metadata=summary)
     return summary
+
+
+def profile_fields(row: Any, value: dict[str, Any]) -> dict[str, Any]:
+    """The index columns of a community's ``profile`` record as read from its repo (a
+    missing or unknown name or type keeps the index's)."""
+    fields = {"display_name": value.get("displayName") or row["display_name"],
+              "description": value.get("description") or "",
+              "type": value.get("type") if value.get("type") in ("open", "admin-approved", "private")
+              else row["type"]}
+    for image in ("avatar", "banner"):
+        blob = value.get(image)
+        fields[f"{image}_cid"] = blob_cid(blob)
+        fields[f"{image}_mime"] = blob.get("mimeType") if isinstance(blob, dict) else None
+        fields[f"{image}_size"] = blob.get("size") if isinstance(blob, dict) else None
+    return fields
 
 
 def cli_commands() -> dict[str, Any]:

@@ -126,7 +126,7 @@ class TokenSet:
 
 
 class OAuthClient:
-    """One per application (`app.state["oauth"].client`)."""
+    """One per application (`app.oauth.client`)."""
 
     def __init__(self, app: "Application", cfg: OAuthConfig, keys: ClientKeys) -> None:
         self.app = app
