@@ -9,6 +9,7 @@ import pytest
 
 from plugins.communities import denials
 from tests.fixtures_communities import Api, devnet_module_fixtures, seed_community
+from tests.helpers import login_as
 
 config_overrides, extra_plugins = devnet_module_fixtures()
 
@@ -34,6 +35,21 @@ async def test_a_refused_ban_and_approval_appear_in_the_audit_log_as_denied(app,
     ]
     assert all(e["outcome"] == "done" for e in entries if e not in denied)
     assert "member.banned" not in [e["action"] for e in entries]
+
+
+async def test_a_refused_browser_admin_action_is_audited_too(app, client):
+    api = await Api.make(app, client)
+    admin, member, other = "did:plc:admin0000000000000000000a", "did:plc:member000000000000000000b", \
+        "did:plc:other0000000000000000000c"
+    did = await seed_community(app, admin, creator_app_id=api.app_id, members=(member, other))
+    session = await login_as(app, member)
+    assert (await client.delete(f"/communities/{did}/members/{other}", session=session)).status == 403
+    assert (await client.post(f"/communities/{did}/members/{other}/reject", session=session)).status == 403
+    denied = [e for e in await api.audit(did, admin) if e["outcome"] == "denied"]
+    assert [(e["action"], e["actorDid"], e["targetDid"], e["actorProven"], e["metadata"]) for e in denied] == [
+        ("membership.reject", member, other, True, {"code": "not_admin"}),
+        ("membership.remove", member, other, True, {"code": "not_admin"})]
+    assert (await api.check(did, other))["isMember"] is True
 
 
 async def test_denials_are_rate_limited_per_actor_and_action(app, client, clock):

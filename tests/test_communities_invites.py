@@ -153,6 +153,18 @@ async def test_an_invite_admits_a_pending_user_at_once(app, client, people):
     assert pending["pendingMembers"] == []
 
 
+async def test_a_member_joining_again_with_an_invite_is_409_and_uses_nothing(app, client, people):
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Regulars"))["did"]
+    assert (await api.join(did, bob["did"])).status == 201
+    code = (await invite(api, did, alice["did"], maxUses=1))["code"]
+    again = await api.join(did, bob["did"], inviteCode=code)
+    assert again.status == 409 and again.json()["error"] == "already_member"
+    listed = (await api.get(api.path(did, "/invites"), adminDid=alice["did"])).json()["invites"]
+    assert listed[0]["uses"] == 0
+
+
 async def test_only_admins_manage_invites_and_bodies_are_checked(app, client, people):
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")

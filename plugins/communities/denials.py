@@ -2,7 +2,8 @@
 denials").
 
 A handler method that acts in an admin's or moderator's name is wrapped with
-:func:`audit_denials`: once the request has named its acting user (``ApiBase.acting``),
+:func:`audit_denials` (API-key routes: once the request has named its acting user,
+``ApiBase.acting``) or :func:`audit_browser_denials` (browser routes: the session's user);
 a 403 answer is also written to the community's audit log as an entry with the method
 attempted, ``outcome: "denied"`` and the error code. The answer itself is unchanged.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from urllib.parse import unquote
 
 from daemon.http import ApiError
 from plugins.communities.steps import Actor, audit_tx
@@ -66,3 +68,37 @@ def audit_denials(method: Callable[..., Awaitable[None]]) -> Callable[..., Await
                     log.warning("could not audit a denied %s in %s: %r", action, community["did"], err)
             raise
     return wrapper
+
+
+def audit_browser_denials(action: str, *, target: bool = False) -> Callable[[Any], Any]:
+    """The same for a browser route (the session's user acts; the path's first group is the
+    community's DID). `action` may name the path's later groups: ``"membership.{1}"``;
+    with `target`, the group after the DID is the target's DID. Apply it under ``@operation``."""
+
+    def decorate(method: Callable[..., Awaitable[None]]) -> Callable[..., Awaitable[None]]:
+        @functools.wraps(method)
+        async def wrapper(self: Any, raw_did: str, *args: Any, **kwargs: Any) -> None:
+            try:
+                await method(self, raw_did, *args, **kwargs)
+            except ApiError as exc:
+                if exc.status == 403 and exc.code != "csrf_failed":
+                    await _record_browser(self, raw_did, args, action, exc.code, target)
+                raise
+        return wrapper
+    return decorate
+
+
+async def _record_browser(handler: Any, raw_did: str, args: tuple, action: str, code: str, target: bool) -> None:
+    from daemon.atproto.syntax import is_did
+    from store import communities as communities_store
+
+    did = unquote(raw_did)
+    row = await communities_store.get_community(handler.app.db, did) if is_did(did) else None
+    if row is None or row["state"] != "active" or handler.principal is None:
+        return
+    target_did = unquote(args[0]) if target and args else None
+    try:
+        await record(handler.app, did, Actor(handler.principal.did, None, proven=True), action.format(None, *args),
+                     code, target_did if target_did and is_did(target_did) else None)
+    except Exception as err:  # noqa: BLE001 (the refusal is answered all the same)
+        log.warning("could not audit a denied %s in %s: %r", action, did, err)
