@@ -6,8 +6,6 @@ from typing import Any
 
 from store.db import Database, Row, Transaction
 
-_COLUMNS = "i.*, c.state AS community_state"
-
 
 async def insert_invite_tx(tx: Transaction, *, community_did: str, code_hash: str, max_uses: int | None,
                            expires_at: str | None, note: str | None, created_by: str,
