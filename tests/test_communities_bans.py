@@ -177,3 +177,38 @@ class TestBanWebhooks:
         assert rec.requests[0].verified["data"] == {
             "memberDid": bob["did"], "bannedBy": alice["did"], "reason": "spam", "expiresAt": None,
             "wasMember": True, "wasPending": False, "communityDid": did}
+
+
+class TestBanConsistency:
+    @pytest.fixture
+    def extra_plugins(self, recorder, failer):
+        return (recorder, failer)
+
+    async def test_a_ban_whose_local_commit_fails_is_undone_by_the_reconciler_or_a_retry(
+            self, app, client, people, failer, clock):
+        """The real PDS cannot fail between its write and the index commit, so the local
+        transaction is made to fail (FailIndexOnce): the proof is already deleted."""
+        from plugins.communities.reconcile import reconcile
+
+        api = await Api.make(app, client)
+        alice, bob, carol = people("alice"), people("bob"), people("carol")
+        did = (await api.create(alice, "Crashy bans"))["did"]
+        for person in (bob, carol):
+            assert (await api.join(did, person["did"])).status == 201
+        failer.armed = "member.banned"
+        assert (await ban(api, did, alice["did"], bob["did"])).status == 500
+        assert bob["did"] not in await proofs_on_pds(app, did)  # the PDS side happened
+        assert (await api.check(did, bob["did"]))["isMember"] is True  # the index did not
+        assert (await api.get(api.path(did, "/bans"), adminDid=alice["did"])).json()["bans"] == []
+
+        clock.advance(301)  # communities.reconcile_after_seconds
+        assert (await reconcile(app))["reconciled"] == 1
+        assert bob["did"] in await proofs_on_pds(app, did)  # put back from the index: still a member
+
+        failer.armed = "member.banned"
+        assert (await ban(api, did, alice["did"], carol["did"])).status == 500
+        retried = await ban(api, did, alice["did"], carol["did"])  # the same request again finishes it
+        assert retried.status == 201, retried.text
+        assert carol["did"] not in await proofs_on_pds(app, did)
+        assert (await api.check(did, carol["did"]))["isMember"] is False
+        refused_as_banned(await api.join(did, carol["did"]))
