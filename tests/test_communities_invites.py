@@ -174,7 +174,8 @@ async def test_only_admins_manage_invites_and_bodies_are_checked(app, client, pe
     assert refused.status == 403 and refused.json()["error"] == "not_admin"
     assert (await api.get(api.path(did, "/invites"), adminDid=bob["did"])).status == 403
     for bad in ({"maxUses": 0}, {"maxUses": "2"}, {"note": "x" * 201}, {"expiresAt": "tomorrow"},
-                {"expiresAt": "2020-01-01T00:00:00Z"}, {"expiresAt": "2099-01-01T00:00:00"}):
+                {"expiresAt": "2020-01-01T00:00:00Z"}, {"expiresAt": "2099-01-01T00:00:00"},
+                {"expiresAt": "0999-01-01T00:00:00Z"}):
         resp = await api.post(api.path(did, "/invites"), {"adminDid": alice["did"], **bad})
         assert resp.status == 400 and resp.json()["error"] == "invalid_request", (bad, resp.text)
     assert (await api.get(api.path(did, "/invites"), adminDid=alice["did"])).json()["invites"] == []

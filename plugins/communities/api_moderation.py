@@ -40,6 +40,8 @@ def time_field(body: dict[str, Any], field: str) -> str | None:
         raise validate.invalid(field, "must be an ISO 8601 time, such as 2030-01-31T12:00:00Z") from None
     if parsed.tzinfo is None:
         raise validate.invalid(field, "must name its time zone (end with Z or an offset)")
+    if not 1970 <= parsed.year <= 9998:  # four-digit years, so stored times compare as strings
+        raise validate.invalid(field, "must be a time between the years 1970 and 9998")
     return iso(parsed.timestamp())
 
 
@@ -106,7 +108,8 @@ class InvitePreviewHandler(BaseHandler):
     rate_limit = "auth"
 
     @operation("What an invite leads to: the community's name, picture, description, type and size "
-               "(public; no roster)", responses={200: S.INVITE_PREVIEW}, errors=(404, 410))
+               "(public; no roster)", responses={200: S.INVITE_PREVIEW},
+               errors={404: "", 410: "", 429: "too many previews from this address"})
     async def get(self, code: str) -> None:
         invite = await invites.usable(self.app, code)
         row = await communities_store.get_community(self.app.db, invite["community_did"])
