@@ -13,7 +13,9 @@ record's formatted message and traceback with `redact`. What it hides (docs/oper
 * the same names as Python dict members (``{'access_token': '...'}``) and inside URL-encoded
   values (``return_to=/x%3Fcode%3D...``); a JWK's private members (``"d"``, ``"p"`` ...);
 * API keys (``cr_`` + 64 hex digits), bare JWTs (``eyJ….eyJ….…``) and ``Bearer``/``DPoP``/
-  ``Basic`` credentials (any case) wherever they appear.
+  ``Basic`` credentials (any case) wherever they appear;
+* invite codes in paths (``/invites/<code>``: the access log of the preview, a join link,
+  a revocation by code); an invite's short list id (``inv_<n>``) is not a secret and stays.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ _API_KEY = re.compile(r"\bcr_[0-9a-fA-F]{64}\b")
 _AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
 # A bare JWT (header.payload.signature, each base64url; header and payload are JSON objects).
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+# An invite code in a path (codes are 24 URL-safe characters; list ids are inv_<digits>).
+_INVITE_PATH = re.compile(r"(/invites/)(?!inv_\d+\b)[A-Za-z0-9_-]{16,}")
 
 
 def redact(text: str) -> str:
@@ -65,6 +69,8 @@ def redact(text: str) -> str:
         text = _API_KEY.sub(REDACTED, text)
     if "eyJ" in text:
         text = _JWT.sub(REDACTED, text)
+    if "/invites/" in text:
+        text = _INVITE_PATH.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     lowered = text.lower()
     if "bearer" in lowered or "dpop" in lowered or "basic" in lowered:
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)

@@ -126,11 +126,12 @@ def fts_query(text: str) -> str | None:
 
 async def list_communities(db: Database, *, query: str | None, user_did: str | None,
                            app_id: str | None, limit: int, before_id: int | None) -> list[Row]:
-    """Active communities, newest first, that the app may see; private ones only where
-    `user_did` is a member. With `query`, only those matching it. Keyset on `id`."""
+    """Active, listed communities, newest first, that the app may see; private ones only
+    where `user_did` is a member. With `query`, only those matching it. Keyset on `id`.
+    Unlisted ones never appear (they are reached by DID or invite)."""
     params: list[Any] = [user_did, app_id, app_id, app_id]
     member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
-    where = ["c.state = 'active'", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
+    where = ["c.state = 'active'", "c.listed = 1", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
     if before_id is not None:
         where.append("c.id < ?")
         params.append(before_id)
@@ -157,3 +158,15 @@ async def all_communities(db: Database, query: str | None) -> list[Row]:
 async def set_require_user_proof_tx(tx: Transaction, did: str, required: bool, now: str) -> None:
     await tx.execute("UPDATE communities SET require_user_proof = ?, updated_at = ? WHERE did = ?",
                      (1 if required else 0, now, did))
+
+
+async def set_visibility_tx(tx: Transaction, did: str, now: str | None, *, roster_visibility: str | None = None,
+                            listed: bool | None = None) -> None:
+    """Who may list the members (`public`, `members`, `admins`) and whether the community
+    appears in lists and search; None leaves a setting as it is (`now` None: keep updated_at)."""
+    if roster_visibility is not None:
+        await tx.execute("UPDATE communities SET roster_visibility = ? WHERE did = ?", (roster_visibility, did))
+    if listed is not None:
+        await tx.execute("UPDATE communities SET listed = ? WHERE did = ?", (1 if listed else 0, did))
+    if now is not None:
+        await tx.execute("UPDATE communities SET updated_at = ? WHERE did = ?", (now, did))

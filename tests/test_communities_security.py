@@ -48,7 +48,10 @@ async def test_an_untrusted_app_cannot_act_as_a_communitys_admin(app, client, pe
     assert await creator.check(did, bob["did"]) == {"isMember": False, "isAdmin": False, "isPending": True}
     assert await creator.check(did, carol["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
     assert (await creator.get(creator.path(did))).status == 200
-    assert await creator.audit(did, a) == before_audit
+    # only the refusals themselves are audited (outcome denied, docs/communities.md)
+    after_audit = await creator.audit(did, a)
+    assert [e for e in after_audit if e["outcome"] == "done"] == before_audit
+    assert {e["metadata"]["code"] for e in after_audit if e["outcome"] == "denied"} == {"app_not_trusted"}
     assert len(recorder.events) == before_events
 
     # an admin grants the rogue app visibility only (browser, CSRF): still not trusted

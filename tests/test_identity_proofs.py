@@ -160,7 +160,7 @@ async def test_admins_can_require_proofs_in_their_community(
     community = (await api.create(alice, "Strict club"))["did"]
     settings = api.path(community, "/settings")
     assert (await api.client.get(settings, api_key=api.key)).json() == {
-        "communityDid": community, "requireUserProof": False}
+        "communityDid": community, "requireUserProof": False, "rosterVisibility": "public", "listed": True}
     untrusted = await other.client.put(settings, api_key=other.key,
                                        json={"adminDid": alice["did"], "requireUserProof": True})
     assert untrusted.status == 403

@@ -110,6 +110,8 @@ def test_the_daemon_logs_no_oauth_code_state_token_or_key(daemon):
     ("key " + API_KEY + " refused", f"key {REDACTED} refused"),
     ("Authorization: DPoP eyJhbGciOi.eyJzdWIi.c2ln", f"Authorization: DPoP {REDACTED}"),
     ("did:plc:abc joined community did:plc:def", "did:plc:abc joined community did:plc:def"),
+    ("200 GET /api/v1/invites/Zk3_q-8xYbT2wLmN0pQrS4uV 2.1ms", f"200 GET /api/v1/invites/{REDACTED} 2.1ms"),
+    ("DELETE /api/v1/communities/did:plc:x/invites/inv_12", "DELETE /api/v1/communities/did:plc:x/invites/inv_12"),
 ])
 def test_redact_hides_the_documented_secrets_and_nothing_else(text, expected):
     assert redact(text) == expected

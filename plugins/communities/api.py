@@ -18,10 +18,11 @@ from daemon.http import ApiError, BaseHandler, encode_cursor
 from daemon.lean import LeanHandler
 from daemon.openapi import BOOLEAN, DID, STRING, obj, operation, query
 from daemon.proofs import UserMethod
-from plugins.communities import common, policy, service, views
+from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
 from plugins.communities.access import checked_status, require_manager
 from plugins.communities.capabilities import require_capability_of
+from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
 from store import communities as communities_store
 
@@ -40,7 +41,10 @@ class ApiBase(BaseHandler):
         method = spec.get(action) if isinstance(spec, dict) else spec
         requires = bool(community is not None and community["require_user_proof"])
         proven = await self.app.proofs.acting_user(self, did, method, requires)
-        return Actor(did, self.principal.app_id, proven)
+        actor = Actor(did, self.principal.app_id, proven)
+        if community is not None and method is not None:
+            self.acted = (community, actor, method.name)  # for @audit_denials
+        return actor
 
 
 class CommunitiesHandler(ApiBase):
@@ -90,6 +94,7 @@ class CommunityHandler(ApiBase):
     @operation("Delete a community (its primary admin, through a trusted app)",
                params=[S.did_query("adminDid")], body=obj({"adminDid": DID}), body_required=False,
                responses={200: S.DELETED}, errors=(403, 409, 502))
+    @audit_denials
     async def delete(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body(required=False)
@@ -102,16 +107,21 @@ class JoinHandler(ApiBase):
     user_methods = {"POST": UserMethod("membership.join", "userDid", "Join, or ask to join, a community")}
 
     @operation("Join: a member at once (201), or a request awaiting an admin (202)",
-               body=obj({"userDid": DID, "membershipUri": STRING, "membershipCid": STRING}, ["userDid"]),
-               responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 502))
+               body=obj({"userDid": DID, "membershipUri": STRING, "membershipCid": STRING,
+                         "inviteCode": S.INVITE_CODE}, ["userDid"]),
+               description="With inviteCode: a member at once whatever the type (410 if the invite is "
+                           "expired, used up or revoked, 404 if unknown). 403 banned while a ban holds.",
+               responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 410, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
         user = common.body_did(body, "userDid")
+        code = validate.string(body, "inviteCode", required=False, min_len=1, max_len=64)
         actor = await self.acting(user, row)
         uri, cid = common.membership_ref(body)
+        invite = await invites.usable(self.app, code, row["did"]) if code is not None else None
         status, result = await service.join(self.app, row, user, actor,
-                                            membership_uri=uri, membership_cid=cid)
+                                            membership_uri=uri, membership_cid=cid, invite=invite)
         self.send_json(result, status)
 
 
@@ -141,7 +151,7 @@ class MembersHandler(ApiBase):
         if admin:
             await require_manager(self.app.db, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
-        status = await common.require_member_view(self, row, viewer)
+        status = await common.require_member_view(self, row, viewer, as_admin=bool(admin))
         admin_view = bool(admin and status and status.is_admin and not public)
         self.send_json(await common.list_members(self, row, viewer, admin_view=admin_view))
 
@@ -151,6 +161,7 @@ class PendingHandler(ApiBase):
 
     @operation("Requests to join awaiting an admin", paged=True,
                params=[S.did_query("adminDid", required=True)], responses={200: S.PENDING}, errors=(403,))
+    @audit_denials
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app.db, row, self.principal.app_id)
@@ -167,6 +178,7 @@ class DecisionHandler(ApiBase):
     @operation("Approve or reject a request to join",
                body=obj({"adminDid": DID, "memberDid": DID, "userDid": DID, "reason": S.REASON}, ["adminDid"]),
                responses={200: S.CHANGE}, errors=(403, 409, 502))
+    @audit_denials
     async def post(self, did: str, decision: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -185,6 +197,7 @@ class MemberHandler(ApiBase):
     @operation("Remove a member", params=[S.did_query("adminDid")],
                body=obj({"adminDid": DID, "reason": S.REASON}), body_required=False,
                responses={200: S.CHANGE}, errors=(403, 409, 502))
+    @audit_denials
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
@@ -205,6 +218,7 @@ class AdminsHandler(ApiBase):
                body=obj({"adminDid": DID, "memberDid": DID, "currentOwnerDid": DID, "newOwnerDid": DID}),
                description="promote/demote: {adminDid, memberDid}; transfer: {currentOwnerDid, newOwnerDid}.",
                responses={200: S.ADMINS}, errors=(403, 409, 502))
+    @audit_denials
     async def post(self, did: str, action: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -249,6 +263,7 @@ class AuditLogHandler(ApiBase):
     @operation("The community's audit log, newest first", paged=True, params=[
         S.did_query("adminDid", required=True), query("action", description="only entries of this action")],
         responses={200: S.AUDIT}, errors=(403,))
+    @audit_denials
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_manager(self.app.db, row, self.principal.app_id)
@@ -269,11 +284,13 @@ class AppVisibilityHandler(ApiBase):
     @operation("Grant an app access (visibility, or with manage: acting for the admins)",
                params=[S.did_query("adminDid")], body=obj({"adminDid": DID, "manage": BOOLEAN}),
                body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
+    @audit_denials
     async def post(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, True)
 
     @operation("Revoke an app's access", params=[S.did_query("adminDid")], body=obj({"adminDid": DID}),
                body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
+    @audit_denials
     async def delete(self, did: str, app_id: str) -> None:
         await self._change(did, app_id, False)
 
@@ -299,26 +316,28 @@ class SettingsHandler(ApiBase):
     user_methods = {"PUT": UserMethod("community.updateSettings", "adminDid", "Change a community's settings")}
 
     @operation("A community's settings kept in this service (e.g. whether proofs are required)",
-               responses={200: obj({"communityDid": DID, "requireUserProof": BOOLEAN},
-                                   ["communityDid", "requireUserProof"])})
+               responses={200: S.SETTINGS})
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(policy.settings_json(row))
 
     @operation("Change a community's settings (an admin, through an app that manages it)",
-               body=obj({"adminDid": DID, "requireUserProof": BOOLEAN}, ["adminDid", "requireUserProof"]),
-               responses={200: obj({"communityDid": DID, "requireUserProof": BOOLEAN},
-                                   ["communityDid", "requireUserProof"])},
+               body=obj({"adminDid": DID, "requireUserProof": BOOLEAN, **S.VISIBILITY_FIELDS}, ["adminDid"]),
+               description="At least one of requireUserProof, rosterVisibility and listed.",
+               responses={200: S.SETTINGS},
                errors={401: "a missing or bad proof of the acting user", 403: "not_admin, app_not_trusted"})
+    @audit_denials
     async def put(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
         admin = common.body_did(body, "adminDid")
         required = validate.boolean(body, "requireUserProof")
-        if required is None:
-            raise validate.invalid("requireUserProof", "is required (true or false)")
+        visibility = common.visibility_fields(body)
+        if required is None and not visibility:
+            raise validate.invalid("requireUserProof", "give at least one of requireUserProof, rosterVisibility "
+                                   "and listed")
         actor = await self.acting(admin, row)
-        self.send_json(await policy.update(self.app, row, actor, require_user_proof=bool(required)))
+        self.send_json(await policy.update(self.app, row, actor, require_user_proof=required, **visibility))
 
 
 def routes() -> list[tuple]:

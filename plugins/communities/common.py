@@ -92,7 +92,25 @@ async def create_fields(handler: BaseHandler, body: dict[str, Any]) -> dict[str,
     handle = validate.string(body, "handle", required=False, min_len=1, max_len=253)
     return {"display_name": fields["display_name"], "description": fields["description"],
             "type": fields["type"], "handle": handle, "identifier": identifier,
-            "app_password": body.get("appPassword")}
+            "app_password": body.get("appPassword"), **visibility_fields(body)}
+
+
+ROSTER_VISIBILITY = ("public", "members", "admins")
+
+
+def visibility_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """`rosterVisibility` (public | members | admins) and `listed` (true | false), each
+    optional: for create and settings."""
+    out: dict[str, Any] = {}
+    roster = validate.string(body, "rosterVisibility", required=False)
+    if roster is not None:
+        if roster not in ROSTER_VISIBILITY:
+            raise validate.invalid("rosterVisibility", f"must be one of {', '.join(ROSTER_VISIBILITY)}")
+        out["roster_visibility"] = roster
+    listed = validate.boolean(body, "listed")
+    if listed is not None:
+        out["listed"] = listed
+    return out
 
 
 # ------------------------------------------------------------------ reads
@@ -127,12 +145,33 @@ async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
     return out
 
 
-async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None) -> MemberStatus | None:
-    """Private communities show their members only to members."""
+async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None, *,
+                              as_admin: bool = True) -> MemberStatus | None:
+    """Private communities show their members only to members; `rosterVisibility`
+    narrows that further (`members`, or `admins`: only a viewer acting as an admin, i.e.
+    `as_admin`: named as adminDid by a managing app, or a browser session)."""
     status = await member_status(handler.app.db, row["did"], viewer) if viewer else None
-    if row["type"] == "private" and not (status and status.is_member):
-        raise ApiError(403, "members_hidden", "The members of a private community are visible to its members only.")
+    if not roster_visible(row, status, as_admin=as_admin):
+        if row["roster_visibility"] == "admins":
+            raise ApiError(403, "members_hidden", "The members of this community are visible to its admins only.")
+        raise ApiError(403, "members_hidden", "The members of this community are visible to its members only.")
     return status
+
+
+async def roster_allows(handler: BaseHandler, row: Row, viewer: str | None) -> bool:
+    """`roster_visible` for a viewer named by DID (None: signed out), e.g. a web page."""
+    status = await member_status(handler.app.db, row["did"], viewer) if viewer else None
+    return roster_visible(row, status)
+
+
+def roster_visible(row: Row, status: MemberStatus | None, *, as_admin: bool = True) -> bool:
+    """Whether a viewer with `status` may list the members (`rosterVisibility`, and a
+    private community's members-only rule)."""
+    if row["roster_visibility"] == "admins":
+        return bool(as_admin and status and status.is_admin)
+    if row["roster_visibility"] == "members" or row["type"] == "private":
+        return bool(status and status.is_member)
+    return True
 
 
 async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> MemberStatus:

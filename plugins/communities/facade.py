@@ -38,6 +38,9 @@ class Communities:
                            admin_view: bool) -> dict[str, Any]:
         return await common.list_members(handler, row, viewer, admin_view=admin_view)
 
+    async def roster_allows(self, handler: "BaseHandler", row: "Row", viewer: str | None) -> bool:
+        return await common.roster_allows(handler, row, viewer)
+
     async def require_admin(self, handler: "BaseHandler", row: "Row", did: str | None) -> "MemberStatus":
         return await common.require_admin(handler, row, did)
 

@@ -46,7 +46,8 @@ def default_handle(display_name: str, creator_did: str) -> str:
 
 async def create(app: "Application", actor: Actor, *, display_name: str, description: str,
                  type: str, handle: str | None, identifier: str | None,
-                 app_password: str | None) -> dict[str, Any]:
+                 app_password: str | None, roster_visibility: str | None = None,
+                 listed: bool | None = None) -> dict[str, Any]:
     """Provision (or bring) the account, write profile, admins and the creator's proof,
     then index it. A failure after the account exists leaves an invisible 'creating'
     row; the same request again finishes the job."""
@@ -78,11 +79,12 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         kind = "provisioned"
     async with app.writes.lock(f"create:{account.did}"):
         return await _create_locked(app, actor, account, kind, display_name=display_name,
-                                    description=description, type=type)
+                                    description=description, type=type,
+                                    visibility={"roster_visibility": roster_visibility, "listed": listed})
 
 
 async def _create_locked(app: "Application", actor: Actor, account: Any, kind: str, *, display_name: str,
-                         description: str, type: str) -> dict[str, Any]:
+                         description: str, type: str, visibility: dict[str, Any] | None = None) -> dict[str, Any]:
     now = app.clock.iso_now()
     async with app.db.transaction("communities.create_begin") as tx:
         row = await communities_store.get_community(tx, account.did)
@@ -98,6 +100,7 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
             await communities_store.update_community_tx(
                 tx, account.did, now, display_name=display_name, description=description, type=type,
                 handle=account.handle, pds_url=account.pds_url)
+        await communities_store.set_visibility_tx(tx, account.did, None, **(visibility or {}))
         row = await communities_store.get_community(tx, account.did)
         intent = await app.writes.begin_tx(tx, kind=CREATE, key=f"create:{account.did}", community_did=account.did,
                                            operation="community.created", rkey=row["proof_rkey"],

@@ -14,6 +14,7 @@ from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import Intent, pds, roll_back
 from daemon.events import emit_tx
 from daemon.http import ApiError
+from plugins.communities import bans, invites
 from plugins.communities import records as rec
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list, audit_tx,
@@ -21,7 +22,7 @@ from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_
                                        require_person, require_role, store_profile_tx)
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row
+from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.app import Application
@@ -35,27 +36,35 @@ log = logging.getLogger("commonroom.communities")
 async def join(app: "Application", community: Row, user_did: str, actor: Actor, *,
                membership_uri: str | None = None, membership_cid: str | None = None,
                before_commit: Callable[[], Awaitable[tuple[str | None, str | None]]] | None = None,
-               finish_too: Sequence[Intent] = (),
+               finish_too: Sequence[Intent] = (), invite: Row | None = None,
                ) -> tuple[int, dict[str, Any]]:
-    """Join (open: member, 201) or ask to join (otherwise: pending, 202). 409 if already
-    a member or pending. `before_commit` (browser) writes the user's own membership record
-    after the checks and returns its (uri, cid); the intents in `finish_too` (filled by
-    then) are finished in the join's own transaction."""
+    """Join (open, or with a usable `invite`: member, 201) or ask to join (otherwise:
+    pending, 202). 409 if already a member or pending (pending with an invite: admitted).
+    403 ``banned`` while a ban is in force (bans.py). `before_commit` (browser) writes the
+    user's own membership record after the checks and returns its (uri, cid); the intents
+    in `finish_too` (filled by then) are finished in the join's own transaction."""
     did = community["did"]
+    await bans.refuse_banned(app, did, user_did)
     status = await member_status(app.db, did, user_did)
     if status.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
-    if status.is_pending:
+    if status.is_pending and invite is None:
         raise ApiError(409, "already_pending", "This user has already asked to join; an admin must approve.")
     await require_person(app, user_did, "userDid")
     profile_task = asyncio.ensure_future(fetch_profile(app, user_did))
     try:
         if before_commit is not None:
             membership_uri, membership_cid = await before_commit()
-        if community["type"] == "open":
+        if community["type"] == "open" or invite is not None:
+            async def admit_tx(tx: Transaction) -> ApiError | None:
+                return await bans.banned_tx(app, tx, did, user_did) or \
+                    (await invites.claim_tx(app, tx, invite) if invite is not None else None)
+
+            via = {"via": "invite", "inviteId": f"{invites.ID_PREFIX}{invite['id']}"} if invite is not None else None
             return 201, await _confirm(app, community, user_did, actor, "member.joined",
                                        membership_uri, membership_cid, profile_task,
-                                       finish_too=finish_too)
+                                       finish_too=finish_too, extra=via, admit_tx=admit_tx,
+                                       audit_metadata=via)
         profile = await profile_task
         now = app.clock.iso_now()
         async with app.db.transaction("communities.join_request") as tx:
@@ -64,6 +73,9 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
             if status.is_member or status.is_pending:
                 raise ApiError(409, "already_member" if status.is_member else "already_pending",
                                "This user is already a member or has already asked to join.")
+            banned = await bans.banned_tx(app, tx, did, user_did)
+            if banned is not None:
+                raise banned
             await members_store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
                                                   membership_uri=membership_uri,
                                                   membership_cid=membership_cid, app_id=actor.app_id)
@@ -82,21 +94,28 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
 async def _confirm(app: "Application", community: Row, user_did: str, actor: Actor, event: str,
                    membership_uri: str | None, membership_cid: str | None,
                    profile_task: "asyncio.Future[Any] | None", *, extra: dict[str, Any] | None = None,
-                   from_request: bool = False, finish_too: Sequence[Intent] = ()) -> dict[str, Any]:
-    """Write the membership proof, then make `user_did` a member (join or approve)."""
+                   from_request: bool = False, finish_too: Sequence[Intent] = (),
+                   admit_tx: Callable[[Transaction], Awaitable[ApiError | None]] | None = None,
+                   audit_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the membership proof, then make `user_did` a member (join or approve).
+    `admit_tx`, run in the committing transaction, may refuse (a ban) or count something
+    (an invite's use) with it."""
     did = community["did"]
     key = f"proof:{did}:{user_did}"
     async with app.writes.lock(key):
         return await _confirm_locked(app, community, user_did, actor, event, membership_uri,
                                      membership_cid, profile_task, key, extra=extra,
-                                     from_request=from_request, finish_too=finish_too)
+                                     from_request=from_request, finish_too=finish_too,
+                                     admit_tx=admit_tx, audit_metadata=audit_metadata)
 
 
 async def _confirm_locked(app: "Application", community: Row, user_did: str, actor: Actor, event: str,
                           membership_uri: str | None, membership_cid: str | None,
                           profile_task: "asyncio.Future[Any] | None", key: str, *,
                           extra: dict[str, Any] | None, from_request: bool,
-                          finish_too: Sequence[Intent]) -> dict[str, Any]:
+                          finish_too: Sequence[Intent],
+                          admit_tx: Callable[[Transaction], Awaitable[ApiError | None]] | None = None,
+                          audit_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     did = community["did"]
     collection = rec.nsid(app, "membershipProof")
     pending = await app.writes.begin(kind=PROOF, key=key, community_did=did, operation=event,
@@ -125,6 +144,8 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
         elif from_request and not status.is_pending:
             # The request was withdrawn or rejected meanwhile: take the proof back.
             refusal = ApiError(404, "no_pending_request", "This user has no pending join request.")
+        elif admit_tx is not None:
+            refusal = await admit_tx(tx)
         if refusal is not None:
             await app.writes.finish_tx(tx, pending)
         else:
@@ -143,7 +164,7 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
             await emit_tx(app, tx, event, community_did=did, data=data, app_id=actor.app_id,
                           actor_did=actor.did)
             await audit_tx(app, tx, did, event, actor, user_did,
-                           metadata={"proofUri": written.get("uri")})
+                           metadata={"proofUri": written.get("uri"), **(audit_metadata or {})})
     if refusal is not None:
         if rkey != keep_rkey:
             await roll_back(repo, [(collection, rkey)])

@@ -18,6 +18,7 @@ from daemon.openapi import BOOLEAN, DID, STRING, arr, obj, operation
 from daemon.proofs import UserMethod
 from plugins.communities import common, roles
 from plugins.communities import schemas as S
+from plugins.communities.denials import audit_denials
 from plugins.communities.api import ApiBase
 from plugins.communities.capabilities import CATALOGUE, PER_COLLECTION, ROLE_NAME
 
@@ -53,6 +54,7 @@ class RolesHandler(ApiBase):
     @operation("Define a custom role (an admin, through an app that manages the community)",
                body=obj({"adminDid": DID, "name": NAME_SCHEMA, **FIELDS}, ["adminDid", "name"]),
                responses={201: ROLE}, errors=ERRORS)
+    @audit_denials
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -67,6 +69,7 @@ class RoleHandler(ApiBase):
 
     @operation("Redefine a custom role (its description and capabilities are replaced)",
                body=obj({"adminDid": DID, **FIELDS}, ["adminDid"]), responses={200: ROLE}, errors=ERRORS)
+    @audit_denials
     async def put(self, did: str, name: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body()
@@ -77,6 +80,7 @@ class RoleHandler(ApiBase):
                body=obj({"adminDid": DID}), body_required=False,
                responses={200: obj({"communityDid": DID, "name": STRING, "deleted": BOOLEAN, "holders": arr(DID)},
                                    ["communityDid", "name", "deleted", "holders"])}, errors=ERRORS)
+    @audit_denials
     async def delete(self, did: str, name: str) -> None:
         row = await common.community_for(self, did)
         actor = await self.acting(_admin(self, self.json_body(required=False)), row)
@@ -89,6 +93,7 @@ class MemberRolesHandler(ApiBase):
     @operation("Give a member a role (moderator, or a custom role)",
                body=obj({"adminDid": DID, "role": NAME_SCHEMA}, ["adminDid", "role"]),
                responses={200: HELD}, errors=ERRORS)
+    @audit_denials
     async def post(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
@@ -102,6 +107,7 @@ class MemberRoleHandler(ApiBase):
 
     @operation("Take a role from a member", params=[S.did_query("adminDid")], body=obj({"adminDid": DID}),
                body_required=False, responses={200: HELD}, errors=ERRORS)
+    @audit_denials
     async def delete(self, did: str, member_did: str, name: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)

@@ -4,5 +4,5 @@ from __future__ import annotations
 
 
 def routes() -> list[tuple]:
-    from plugins.communities import api, roles_api, web
-    return api.routes() + roles_api.routes() + web.routes()
+    from plugins.communities import api, api_moderation, roles_api, web
+    return api.routes() + api_moderation.routes() + roles_api.routes() + web.routes()

@@ -28,6 +28,7 @@ DETAILS = obj({
         "admins": arr(obj({"did": DID, "addedAt": DATETIME_OR_NULL, "isPrimary": BOOLEAN},
                           ["did", "isPrimary"])),
         "primaryAdmin": nullable(DID), "pendingCount": INTEGER,
+        "rosterVisibility": {"type": "string", "enum": ["public", "members", "admins"]}, "listed": BOOLEAN,
     }, ["did", "displayName", "type"]),
     "isAdmin": BOOLEAN,
     "membership": obj({**STATUS["properties"], "isPrimaryAdmin": BOOLEAN},
@@ -47,7 +48,8 @@ REQUEST = obj({"userDid": DID, "did": DID, "handle": STRING_OR_NULL, "displayNam
               ["userDid", "did", "requestedAt"])
 PENDING = page("pendingMembers", REQUEST)
 
-AUDIT_ENTRY = obj({"id": INTEGER, "action": STRING, "actorDid": nullable(STRING), "adminDid": nullable(STRING),
+AUDIT_ENTRY = obj({"id": INTEGER, "action": STRING,
+                   "outcome": {"type": "string", "enum": ["done", "denied"]}, "actorDid": nullable(STRING), "adminDid": nullable(STRING),
                    "targetDid": nullable(STRING), "reason": STRING_OR_NULL, "metadata": ANY,
                    "appId": STRING_OR_NULL, "createdAt": DATETIME}, ["id", "action", "createdAt"])
 AUDIT = page("entries", AUDIT_ENTRY)
@@ -87,6 +89,9 @@ CREATE_FIELDS = {
     "identifier": {"type": "string", "minLength": 1, "maxLength": 253,
                    "description": "adopt an existing account (handle or DID), with appPassword"},
     "appPassword": {"type": "string", "minLength": 1, "maxLength": 200},
+    "rosterVisibility": {"type": "string", "enum": ["public", "members", "admins"],
+                         "description": "who may list the members (default public)"},
+    "listed": {"type": "boolean", "description": "false: absent from lists and search (default true)"},
 }
 REASON = {"type": "string", "maxLength": 1000}
 
@@ -98,3 +103,45 @@ DID_OR_EMPTY = {**DID, "pattern": "^(" + DID["pattern"].strip("^$") + ")?$",
 
 def did_query(name: str, description: str = "", required: bool = False) -> object:
     return query(name, DID if required else DID_OR_EMPTY, required=required, description=description)
+
+
+# ------------------------------------------------------------------ settings, invites, bans
+
+VISIBILITY_FIELDS = {"rosterVisibility": CREATE_FIELDS["rosterVisibility"], "listed": CREATE_FIELDS["listed"]}
+SETTINGS = obj({"communityDid": DID, "requireUserProof": BOOLEAN, **VISIBILITY_FIELDS},
+               ["communityDid", "requireUserProof", "rosterVisibility", "listed"])
+
+INVITE_CODE = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": "^[A-Za-z0-9_-]+$",
+               "description": "an invite code"}
+INVITE = obj({
+    "id": STRING, "maxUses": nullable(INTEGER), "uses": INTEGER, "expiresAt": DATETIME_OR_NULL,
+    "note": STRING_OR_NULL, "createdBy": DID, "createdAt": DATETIME, "revokedAt": DATETIME_OR_NULL,
+    "revokedBy": nullable(DID), "appId": STRING_OR_NULL,
+}, ["id", "maxUses", "uses", "expiresAt", "createdBy", "createdAt"])
+INVITE_CREATED = obj({**INVITE["properties"], "code": STRING, "url": STRING},
+                     ["code", "url", *INVITE["required"]], description="The code is shown only here")
+INVITES = page("invites", INVITE)
+INVITE_BODY = obj({"adminDid": DID, "maxUses": {"type": "integer", "minimum": 1, "maximum": 1000000},
+                   "expiresAt": {**DATETIME, "description": "ISO 8601 time with a time zone, in the future"},
+                   "note": {"type": "string", "maxLength": 200}}, ["adminDid"])
+INVITE_PREVIEW = obj({
+    "community": obj({"did": DID, "handle": STRING_OR_NULL, "displayName": STRING, "description": STRING_OR_NULL,
+                      "avatar": URL_OR_NULL, "type": TYPE, "memberCount": INTEGER},
+                     ["did", "displayName", "type", "memberCount"]),
+    "invite": obj({"expiresAt": DATETIME_OR_NULL, "maxUses": nullable(INTEGER), "uses": INTEGER},
+                  ["expiresAt", "maxUses", "uses"]),
+}, ["community", "invite"])
+
+BAN = obj({"memberDid": DID, "handle": STRING_OR_NULL, "displayName": STRING_OR_NULL, "reason": STRING_OR_NULL,
+           "expiresAt": DATETIME_OR_NULL, "bannedBy": DID, "appId": STRING_OR_NULL, "createdAt": DATETIME},
+          ["memberDid", "expiresAt", "bannedBy", "createdAt"])
+BANS = page("bans", BAN)
+BAN_BODY = obj({"adminDid": DID, "memberDid": DID, "reason": REASON,
+                "expiresAt": {**DATETIME, "description": "ISO 8601 time with a time zone, in the future; "
+                                                         "absent: until lifted"}}, ["adminDid", "memberDid"])
+BANNED = obj({"status": {"type": "string", "enum": ["banned"]}, "communityDid": DID, "memberDid": DID,
+              "reason": STRING_OR_NULL, "expiresAt": DATETIME_OR_NULL, "bannedBy": DID, "createdAt": DATETIME,
+              "wasMember": BOOLEAN, "wasPending": BOOLEAN},
+             ["status", "communityDid", "memberDid", "expiresAt", "wasMember", "wasPending"])
+UNBANNED = obj({"status": {"type": "string", "enum": ["unbanned"]}, "communityDid": DID, "memberDid": DID},
+               ["status", "communityDid", "memberDid"])

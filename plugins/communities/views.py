@@ -49,6 +49,8 @@ def community_details(row: Row, admins: list[Row], status: MemberStatus | None,
         }
         if status is not None and status.is_admin:
             community["pendingCount"] = row["pending_count"]
+            community["rosterVisibility"] = row["roster_visibility"]
+            community["listed"] = bool(row["listed"])
     out: dict[str, Any] = {"community": community}
     if status is not None:
         out["isAdmin"] = status.is_admin
@@ -85,7 +87,9 @@ def audit_json(row: Row) -> dict[str, Any]:
     # Whether the actor was proven (a browser session, or an app's verified proof);
     # false for entries without an actor and those written before proofs existed.
     proven = bool(metadata.pop("actorProven", False))
-    return {"id": row["id"], "action": row["action"], "actorDid": row["actor_did"],
+    # "denied": a refused admin or moderator action (denials.py); "done" otherwise
+    outcome = metadata.pop("outcome", "done")
+    return {"id": row["id"], "action": row["action"], "outcome": outcome, "actorDid": row["actor_did"],
             "adminDid": row["actor_did"], "actorProven": proven, "targetDid": row["target_did"],
             "reason": row["reason"], "metadata": metadata, "appId": row["app_id"],
             "createdAt": row["created_at"]}

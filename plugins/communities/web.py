@@ -15,6 +15,7 @@ from daemon.openapi import BOOLEAN, DID, obj, operation
 from plugins.communities import common, service, uploads
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities import schemas as S
+from plugins.communities.denials import audit_browser_denials
 from plugins.communities.service import Actor
 from store.db import Row
 
@@ -76,6 +77,7 @@ class CommunityHandler(WebBase):
         self.send_json(await common.details(self, row, self.principal.did))
 
     @operation("Delete a community (its primary admin)", responses={200: S.DELETED}, errors=(403, 409, 502))
+    @audit_browser_denials("community.delete")
     async def delete(self, did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.delete(self.app, row, self.me))
@@ -84,6 +86,7 @@ class CommunityHandler(WebBase):
 class ProfileHandler(WebBase):
     @operation("Change the community's profile (an admin)", body=obj(S.PROFILE_FIELDS),
                responses={200: S.DETAILS}, errors=(403, 409, 502))
+    @audit_browser_denials("community.updateProfile")
     async def put(self, did: str) -> None:
         row = await self.admin_community(did)
         fields = common.community_fields(self.json_body(), required=False)
@@ -108,6 +111,7 @@ class ImageHandler(WebBase):
                body=obj({"fromProfile": BOOLEAN}), body_types=("application/json", "image/png", "image/jpeg",
                                                                "multipart/form-data"),
                responses={200: S.DETAILS}, errors=(403, 409, 502))
+    @audit_browser_denials("community.upload.{1}")
     async def post(self, did: str, kind: str) -> None:
         row = await self.admin_community(did)
         ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -154,6 +158,7 @@ class MembersHandler(WebBase):
 
 class PendingHandler(WebBase):
     @operation("Requests to join (an admin)", paged=True, responses={200: S.PENDING}, errors=(403,))
+    @audit_browser_denials("membership.listPending")
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_capability_of(self.app, row["did"], self.principal.did, "members.approve")
@@ -163,6 +168,7 @@ class PendingHandler(WebBase):
 class MemberHandler(WebBase):
     @operation("Remove a member (an admin)", body=obj({"reason": S.REASON}), body_required=False,
                responses={200: S.CHANGE}, errors=(403, 409, 502))
+    @audit_browser_denials("membership.remove", target=True)
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body(required=False)
@@ -172,11 +178,13 @@ class MemberHandler(WebBase):
 
 class MemberAdminHandler(WebBase):
     @operation("Make a member an admin", responses={200: S.ADMINS}, errors=(403, 409, 502))
+    @audit_browser_denials("admin.promote", target=True)
     async def post(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.promote(self.app, row, common.path_did(member_did), self.me))
 
     @operation("Make an admin a member again", responses={200: S.ADMINS}, errors=(403, 409, 502))
+    @audit_browser_denials("admin.demote", target=True)
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         self.send_json(await service.demote(self.app, row, common.path_did(member_did), self.me))
@@ -185,6 +193,7 @@ class MemberAdminHandler(WebBase):
 class MemberDecisionHandler(WebBase):
     @operation("Approve or reject a request to join", body=obj({"reason": S.REASON}), body_required=False,
                responses={200: S.CHANGE}, errors=(403, 409, 502))
+    @audit_browser_denials("membership.{2}", target=True)
     async def post(self, did: str, member_did: str, decision: str) -> None:
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
@@ -198,6 +207,7 @@ class MemberDecisionHandler(WebBase):
 class TransferHandler(WebBase):
     @operation("Hand the primary admin role to another admin", body=obj({"newOwnerDid": DID}, ["newOwnerDid"]),
                responses={200: S.ADMINS}, errors=(403, 409, 502))
+    @audit_browser_denials("admin.transfer")
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         new_owner = common.body_did(self.json_body(), "newOwnerDid")
@@ -206,6 +216,7 @@ class TransferHandler(WebBase):
 
 class AuditLogHandler(WebBase):
     @operation("The audit log (an admin)", paged=True, responses={200: S.AUDIT}, errors=(403,))
+    @audit_browser_denials("community.readAuditLog")
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_capability_of(self.app, row["did"], self.principal.did, "audit.read")
@@ -218,6 +229,7 @@ class AppGrantHandler(WebBase):
 
     @operation("Grant an app access to the community (an admin)", body=obj({"manage": BOOLEAN}),
                body_required=False, responses={200: S.APP_ACCESS}, errors=(403,))
+    @audit_browser_denials("community.grantApp")
     async def post(self, did: str, app_id: str) -> None:
         row = await self.admin_community(did)
         body = self.json_body(required=False)
@@ -226,6 +238,7 @@ class AppGrantHandler(WebBase):
         self.send_json(await service.allow_app(self.app, row, app_id, self.me, True, manage=bool(manage)))
 
     @operation("Revoke an app's access (an admin)", responses={200: S.APP_ACCESS}, errors=(403,))
+    @audit_browser_denials("community.revokeApp")
     async def delete(self, did: str, app_id: str) -> None:
         row = await self.admin_community(did)
         self.send_json(await service.allow_app(self.app, row, app_id, self.me, False))

@@ -39,6 +39,8 @@ EVENT_WORDS = {
     "member.approved": "A join request was approved",
     "member.rejected": "A join request was declined",
     "member.removed": "A member was removed",
+    "member.banned": "Someone was banned",
+    "member.unbanned": "A ban was lifted",
     "record.created": "A community record was created",
     "record.updated": "A community record was changed",
     "record.deleted": "A community record was deleted",

@@ -75,7 +75,7 @@ class CommunityPage(PageHandler):
         status = details.get("membership") or {}
         members: dict[str, Any] | None = None
         search = (self.get_query_argument("search", "") or "").strip()
-        if not community.get("restricted"):
+        if not community.get("restricted") and await self.communities.roster_allows(self, row, viewer):
             members = await self.communities.list_members(self, row, viewer, admin_view=False)
         more = None
         if members and members.get("cursor"):

@@ -83,6 +83,10 @@ AUDIT_WORDS = {
     "member.rejected": "declined the request of",
     "member.left": "left",
     "member.removed": "removed",
+    "member.banned": "banned",
+    "member.unbanned": "lifted the ban on",
+    "invite.created": "created an invite link",
+    "invite.revoked": "revoked an invite link",
     "admin.promoted": "made an admin:",
     "admin.demoted": "removed the admin role from",
     "admin.transferred": "handed the primary admin role to",
@@ -108,8 +112,11 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
     for e in entries:
         action = e["action"]
         target = None if action in _SELF_ACTIONS and e["targetDid"] == e["actorDid"] else name(e["targetDid"])
+        words = AUDIT_WORDS.get(action, action)
+        if e.get("outcome") == "denied":  # a refused admin action (denials.py): say so
+            words = f"was refused ({e['metadata'].get('code')}) to {action}"
         out.append({"when": e["createdAt"], "actor": name(e["actorDid"]) or "An app",
-                    "words": AUDIT_WORDS.get(action, action), "target": target,
+                    "words": words, "target": target,
                     "reason": e["reason"], "app": e["appId"]})
     return out
 

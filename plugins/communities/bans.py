@@ -1,0 +1,150 @@
+"""Bans: ban (ends the membership or the pending request, and blocks joining, asking to
+join and invites until the ban expires or is lifted), unban, the list, and the check
+every admission makes (docs/communities.md, "Bans").
+
+Bans live only in this service's index, not in the community's repo: the issue asks for
+ban lists private to admins and moderators, and a repo is public to anyone who reads it
+(see docs/communities.md for the reasoning). The membership proof a ban takes away is
+deleted from the repo through the one write path, like a removal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from daemon.access import member_status, require_manager
+from daemon.atproto.writes import pds
+from daemon.events import emit_tx
+from daemon.http import ApiError
+from plugins.communities import records as rec
+from plugins.communities.capabilities import require_capability
+from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, audit_tx, community_lock,
+                                       community_repo_for, require_person)
+from store import bans as bans_store
+from store import communities as communities_store
+from store import members as members_store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.access import MemberStatus
+    from daemon.app import Application
+
+
+class Banned(ApiError):
+    """403 ``banned``; the body carries ``expiresAt`` (null: until lifted)."""
+
+    def __init__(self, ban: Row) -> None:
+        until = f" until {ban['expires_at']}" if ban["expires_at"] else ""
+        super().__init__(403, "banned", f"This user is banned from the community{until}.")
+        self.expires_at = ban["expires_at"]
+
+    def body(self) -> dict[str, Any]:
+        return {**super().body(), "expiresAt": self.expires_at}
+
+
+async def refuse_banned(app: "Application", community_did: str, user_did: str) -> None:
+    """403 ``banned`` if a ban on `user_did` is in force (joins, requests, invites)."""
+    ban = await bans_store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
+    if ban is not None:
+        raise Banned(ban)
+
+
+async def banned_tx(app: "Application", tx: Transaction, community_did: str, user_did: str) -> ApiError | None:
+    """The refusal, if a ban is in force, read inside an admission's own transaction (a ban
+    that committed after the admission's first check still holds)."""
+    ban = await bans_store.active_ban(tx, community_did, user_did, app.clock.iso_now())
+    return Banned(ban) if ban is not None else None
+
+
+def _may_ban(me: "MemberStatus", target: "MemberStatus") -> None:
+    require_capability(me, "members.ban")
+    if target.is_primary:
+        raise ApiError(409, "cannot_ban_primary_admin", "The primary admin cannot be banned.")
+    if target.is_admin and not me.is_primary:
+        raise ApiError(403, "not_primary_admin", "Only the primary admin may ban an admin.")
+
+
+async def ban(app: "Application", community: Row, target_did: str, actor: Actor, *, reason: str | None,
+              expires_at: str | None) -> dict[str, Any]:
+    """Ban `target_did`: a member is removed (their proof deleted from the community's repo,
+    and the admins record rewritten if they were an admin), a pending request is dropped,
+    and the ban is recorded, all in one transaction with the event and the audit entry.
+
+    Holds the community's lock (like every removal) and then the user's join lock
+    (``proof:<community>:<user>``, in that order, as the reconciler takes them), so no join
+    of that user is halfway while the ban decides whether there is a membership to end."""
+    did = community["did"]
+    now = app.clock.iso_now()
+    if expires_at is not None and expires_at <= now:
+        raise ApiError(400, "invalid_request", "expiresAt: must be in the future",
+                       details=[{"field": "expiresAt", "message": "must be in the future"}])
+    await require_manager(app.db, community, actor.app_id)
+    target = await member_status(app.db, did, target_did)
+    _may_ban(await member_status(app.db, did, actor.did), target)
+    if not (target.is_member or target.is_pending):
+        await require_person(app, target_did, "memberDid")  # a ban in advance names a real person
+    async with community_lock(app, did), app.writes.lock(f"proof:{did}:{target_did}"):
+        _may_ban(await member_status(app.db, did, actor.did), await member_status(app.db, did, target_did))
+        if await bans_store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
+            raise ApiError(409, "already_banned", "This user is already banned; unban first to change the ban.")
+        member = await members_store.get_member(app.db, did, target_did)
+        was_admin = member is not None and member["admin_rank"] is not None
+        intent = None
+        if member is not None:
+            admins = [a for a in await admins_list(app.db, did) if a[0] != target_did]
+            intent = await app.writes.begin(
+                kind=REMOVE, key=f"remove:{did}:{target_did}", community_did=did, operation="member.banned",
+                rkey=member["proof_rkey"], payload={"memberDid": target_did, "wasAdmin": was_admin})
+            repo = await community_repo_for(app, did)
+            if was_admin:
+                await pds(repo.put_record(rec.nsid(app, "admins"), "self",
+                                          rec.admins_record(admins, app.clock.iso_now())))
+            await pds(repo.delete_record(rec.nsid(app, "membershipProof"), member["proof_rkey"]))
+        async with app.db.transaction("communities.ban") as tx:
+            await require_manager(tx, await active_tx(tx, did), actor.app_id)
+            if intent is not None:
+                await app.writes.finish_tx(tx, intent)
+            removed = member is not None and await members_store.delete_member_tx(tx, did, target_did)
+            if removed:
+                if was_admin:
+                    await members_store.set_admins_tx(tx, did, admins)
+                await communities_store.adjust_counts_tx(tx, did, members=-1)
+            dropped = await members_store.delete_request_tx(tx, did, target_did)
+            if dropped:
+                await communities_store.adjust_counts_tx(tx, did, pending=-1)
+            now = app.clock.iso_now()
+            await bans_store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
+                                        expires_at=expires_at, banned_by=actor.did, app_id=actor.app_id, now=now)
+            data = {"memberDid": target_did, "bannedBy": actor.did, "reason": reason, "expiresAt": expires_at,
+                    "wasMember": removed, "wasPending": dropped}
+            await emit_tx(app, tx, "member.banned", community_did=did, data=data, app_id=actor.app_id,
+                          actor_did=actor.did)
+            await audit_tx(app, tx, did, "member.banned", actor, target_did, reason,
+                           metadata={"expiresAt": expires_at, "wasMember": removed, "wasPending": dropped,
+                                     "wasAdmin": bool(removed and was_admin)})
+    return {"status": "banned", "communityDid": did, "memberDid": target_did, "reason": reason,
+            "expiresAt": expires_at, "bannedBy": actor.did, "createdAt": now,
+            "wasMember": removed, "wasPending": dropped}
+
+
+async def unban(app: "Application", community: Row, target_did: str, actor: Actor) -> dict[str, Any]:
+    """Lift a ban in force (404 ``not_banned`` otherwise)."""
+    did = community["did"]
+    async with app.db.transaction("communities.unban") as tx:
+        await require_manager(tx, await active_tx(tx, did), actor.app_id)
+        require_capability(await member_status(tx, did, actor.did), "members.ban")
+        lifted = await bans_store.lift_tx(tx, did, target_did, app.clock.iso_now())
+        if lifted is None:
+            raise ApiError(404, "not_banned", "This user is not banned from the community.")
+        await emit_tx(app, tx, "member.unbanned", community_did=did,
+                      data={"memberDid": target_did, "unbannedBy": actor.did},
+                      app_id=actor.app_id, actor_did=actor.did)
+        await audit_tx(app, tx, did, "member.unbanned", actor, target_did,
+                       metadata={"bannedBy": lifted["banned_by"], "expiresAt": lifted["expires_at"]})
+    return {"status": "unbanned", "communityDid": did, "memberDid": target_did}
+
+
+def ban_json(row: Row) -> dict[str, Any]:
+    return {"memberDid": row["member_did"], "handle": row["handle"], "displayName": row["display_name"],
+            "reason": row["reason"], "expiresAt": row["expires_at"], "bannedBy": row["banned_by"],
+            "appId": row["app_id"], "createdAt": row["created_at"]}

@@ -1,0 +1,132 @@
+"""Invite links (docs/communities.md, "Invites"): create, list, revoke, preview, and the
+use a join makes of one.
+
+A code is 144 random bits (``secrets.token_urlsafe(18)``, 24 characters) and is shown only
+once, in the answer to its creation: the index keeps its SHA-256, so neither the database
+nor the list can give a code away. A join that names a usable code admits the user at
+once, whatever the community's type, and counts the use in the transaction that makes
+them a member (one ``UPDATE`` that checks and counts: concurrent joins cannot pass
+``maxUses``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import TYPE_CHECKING, Any
+
+from daemon.access import member_status, require_manager
+from daemon.http import ApiError
+from plugins.communities.capabilities import require_capability
+from plugins.communities.steps import Actor, active_tx, audit_tx
+from store import invites as invites_store
+from store.db import Row, Transaction
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.app import Application
+
+CODE_BYTES = 18          # 144 bits
+ID_PREFIX = "inv_"       # the list's ids, which revoke accepts as well as a code
+
+
+def new_code() -> str:
+    return secrets.token_urlsafe(CODE_BYTES)
+
+
+def code_hash(code: str) -> str:
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
+def invite_url(app: "Application", code: str) -> str:
+    return f"{app.config.server.base_url.rstrip('/')}/api/v1/invites/{code}"
+
+
+def refusal(invite: Row, now: str) -> ApiError | None:
+    """410 when the invite can no longer be used: revoked, expired or used up."""
+    if invite["revoked_at"] is not None:
+        return ApiError(410, "invite_revoked", "This invite was revoked.")
+    if invite["expires_at"] is not None and invite["expires_at"] <= now:
+        return ApiError(410, "invite_expired", f"This invite expired at {invite['expires_at']}.")
+    if invite["max_uses"] is not None and invite["uses"] >= invite["max_uses"]:
+        return ApiError(410, "invite_exhausted", "This invite has been used as often as it may be.")
+    return None
+
+
+def NOT_FOUND() -> ApiError:  # noqa: N802
+    return ApiError(404, "invite_not_found", "No such invite.")
+
+
+async def usable(app: "Application", code: str, community_did: str | None = None) -> Row:
+    """The invite `code` names (of `community_did`, if given): 404 if unknown, 410 if it
+    can no longer be used."""
+    invite = await invites_store.get_invite(app.db, code_hash=code_hash(code))
+    if invite is None or (community_did is not None and invite["community_did"] != community_did):
+        raise NOT_FOUND()
+    refused = refusal(invite, app.clock.iso_now())
+    if refused is not None:
+        raise refused
+    return invite
+
+
+async def claim_tx(app: "Application", tx: Transaction, invite: Row) -> ApiError | None:
+    """Count one use of `invite` in the admitting transaction; the 410 if it was used up,
+    revoked or expired meanwhile."""
+    now = app.clock.iso_now()
+    if await invites_store.claim_use_tx(tx, invite["id"], now):
+        return None
+    fresh = await invites_store.get_invite(tx, invite_id=invite["id"])
+    return (refusal(fresh, now) if fresh is not None else None) or NOT_FOUND()
+
+
+def invite_json(row: Row) -> dict[str, Any]:
+    return {"id": f"{ID_PREFIX}{row['id']}", "maxUses": row["max_uses"], "uses": row["uses"],
+            "expiresAt": row["expires_at"], "note": row["note"], "createdBy": row["created_by"],
+            "createdAt": row["created_at"], "revokedAt": row["revoked_at"], "revokedBy": row["revoked_by"],
+            "appId": row["app_id"]}
+
+
+async def _require_manager_of_invites(tx: Transaction, did: str, actor: Actor) -> Row:
+    row = await active_tx(tx, did)
+    await require_manager(tx, row, actor.app_id)
+    require_capability(await member_status(tx, did, actor.did), "invites.manage")
+    return row
+
+
+async def create(app: "Application", community: Row, actor: Actor, *, max_uses: int | None,
+                 expires_at: str | None, note: str | None) -> dict[str, Any]:
+    did = community["did"]
+    now = app.clock.iso_now()
+    if expires_at is not None and expires_at <= now:
+        raise ApiError(400, "invalid_request", "expiresAt: must be in the future",
+                       details=[{"field": "expiresAt", "message": "must be in the future"}])
+    code = new_code()
+    async with app.db.transaction("communities.invite_create") as tx:
+        await _require_manager_of_invites(tx, did, actor)
+        invite_id = await invites_store.insert_invite_tx(
+            tx, community_did=did, code_hash=code_hash(code), max_uses=max_uses, expires_at=expires_at,
+            note=note, created_by=actor.did, app_id=actor.app_id, now=now)
+        await audit_tx(app, tx, did, "invite.created", actor, None,
+                       metadata={"inviteId": f"{ID_PREFIX}{invite_id}", "maxUses": max_uses,
+                                 "expiresAt": expires_at, "note": note})
+        row = await invites_store.get_invite(tx, invite_id=invite_id)
+    return {"code": code, "url": invite_url(app, code), **invite_json(row)}
+
+
+async def revoke(app: "Application", community: Row, code_or_id: str, actor: Actor) -> dict[str, Any]:
+    """Revoke by code, or by the list's id (``inv_<n>``). 404 if unknown (or another
+    community's), 410 ``invite_revoked`` if it already was."""
+    did = community["did"]
+    async with app.db.transaction("communities.invite_revoke") as tx:
+        await _require_manager_of_invites(tx, did, actor)
+        if code_or_id.startswith(ID_PREFIX) and code_or_id[len(ID_PREFIX):].isdigit():
+            invite = await invites_store.get_invite(tx, invite_id=int(code_or_id[len(ID_PREFIX):]))
+        else:
+            invite = await invites_store.get_invite(tx, code_hash=code_hash(code_or_id))
+        if invite is None or invite["community_did"] != did:
+            raise NOT_FOUND()
+        if not await invites_store.revoke_tx(tx, invite["id"], actor.did, app.clock.iso_now()):
+            raise ApiError(410, "invite_revoked", "This invite was already revoked.")
+        await audit_tx(app, tx, did, "invite.revoked", actor, None,
+                       metadata={"inviteId": f"{ID_PREFIX}{invite['id']}", "uses": invite["uses"]})
+        row = await invites_store.get_invite(tx, invite_id=invite["id"])
+    return invite_json(row)

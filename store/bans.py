@@ -1,0 +1,52 @@
+"""Bans of users from communities. A ban is active while `expires_at` is NULL or later
+than now (ISO 8601 strings of one shape compare as times)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from store.db import Database, Row, Transaction
+
+_ACTIVE = "(expires_at IS NULL OR expires_at > ?)"
+
+
+async def active_ban(reader: Database | Transaction, community_did: str, member_did: str, now: str) -> Row | None:
+    """The user's ban in force now, or None (a database or a transaction reads it)."""
+    return await reader.fetchone(
+        f"SELECT * FROM community_bans WHERE community_did = ? AND member_did = ? AND {_ACTIVE}",
+        (community_did, member_did, now))
+
+
+async def put_ban_tx(tx: Transaction, *, community_did: str, member_did: str, reason: str | None,
+                     expires_at: str | None, banned_by: str, app_id: str | None, now: str) -> None:
+    """Record a ban, replacing an expired one of the same user (a new id: newest last)."""
+    await tx.execute("DELETE FROM community_bans WHERE community_did = ? AND member_did = ?",
+                     (community_did, member_did))
+    await tx.execute(
+        "INSERT INTO community_bans (community_did, member_did, reason, expires_at, banned_by, app_id, "
+        "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (community_did, member_did, reason, expires_at, banned_by, app_id, now))
+
+
+async def lift_tx(tx: Transaction, community_did: str, member_did: str, now: str) -> Row | None:
+    """Delete the user's ban; the row if it was still in force (an expired one is only cleaned up)."""
+    row = await active_ban(tx, community_did, member_did, now)
+    await tx.execute("DELETE FROM community_bans WHERE community_did = ? AND member_did = ?",
+                     (community_did, member_did))
+    return row
+
+
+async def list_bans(db: Database, community_did: str, now: str, *, limit: int,
+                    before_id: int | None) -> list[Row]:
+    """Bans in force, newest first, with the cached profile of each user; keyset on `id`."""
+    params: list[Any] = [community_did, now]
+    extra = ""
+    if before_id is not None:
+        extra = "AND b.id < ? "
+        params.append(before_id)
+    params.append(limit)
+    return await db.fetchall(
+        "SELECT b.*, p.handle, p.display_name FROM community_bans b "
+        "LEFT JOIN user_profiles p ON p.did = b.member_did "
+        f"WHERE b.community_did = ? AND (b.expires_at IS NULL OR b.expires_at > ?) {extra}"
+        "ORDER BY b.id DESC LIMIT ?", params)
