@@ -193,7 +193,11 @@ async def test_role_refusals_change_nothing(app, client, people):
 
     after = await pds_record(app, did, "roles")
     assert after["roles"] == before["roles"] and after["members"] == [{"did": bob["did"], "roles": ["helper"]}]
-    assert len(await api.audit(did, alice["did"])) == len(audit_before) + 1
+    audit_after = await api.audit(did, alice["did"])
+    done = [e for e in audit_after if e["outcome"] == "done"]
+    assert len(done) == len(audit_before) + 1 and done[0]["action"] == "role.assigned"
+    # the refused role changes are audited as denials (issue 14, part 5); they change nothing
+    assert [e["metadata"]["code"] for e in audit_after if e["outcome"] == "denied"] == ["app_not_trusted"]
 
 
 async def test_an_unfinished_role_change_is_rolled_back_from_the_index(app, client, people):
