@@ -25,10 +25,10 @@ import pytest
 from tornado.testing import bind_unused_port
 
 from commonroom_testing.http import Client, serve_app
-from daemon.app import create_app, migration_components, plugin_sections
-from daemon.clock import FakeClock
-from daemon.config import Config
-from daemon.plugins import build_plugin_manager
+from daemon.runtime.app import create_app, migration_components, plugin_sections
+from daemon.runtime.clock import FakeClock
+from daemon.runtime.config import Config
+from daemon.runtime.plugins import build_plugin_manager
 from store.db import Database
 from store.migrate import migrate
 
@@ -109,7 +109,7 @@ def state_dir(tmp_path: Path, template_db: Path) -> Path:
 @pytest.fixture
 def app(io_loop: Any, state_dir: Path, clock: FakeClock, config_overrides: dict[str, Any],
         extra_plugins: tuple) -> Iterator[Any]:
-    """The started application (`daemon.app.Application`), shut down after the test.
+    """The started application (`daemon.runtime.app.Application`), shut down after the test.
 
     Its periodic work (the write reconciler, the sessions janitor) runs its start-up pass
     only: it waits on the fake clock, so a test stepping the clock would otherwise race it.

@@ -25,7 +25,7 @@ import pytest
 _counter = itertools.count(1)
 
 # The devnet (and the tests' stand-in servers) listen on loopback, which the SSRF guard
-# (daemon/netguard.py) refuses unless allowed.
+# (daemon/security/netguard.py) refuses unless allowed.
 LOOPBACK_TARGETS = ("127.0.0.0/8", "::1", "localhost")
 
 

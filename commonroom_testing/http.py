@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest, HTTPResponse
 from tornado.httpserver import HTTPServer
 
-from daemon.sessions import create_session
+from daemon.security.sessions import create_session
 
 
 def serve_app(io_loop: Any, app: Any, sock: Any, port: int, ssl_options: Any = None) -> Iterator[HTTPServer]:

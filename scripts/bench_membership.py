@@ -9,7 +9,7 @@ is not installed here). Measured in the same run, against the same server proces
 * ``bare``: a plain Tornado handler answering a small JSON object (the ceiling). It is sent
   the very requests ``check`` gets (same path, API-key header and body), so both servers
   parse the same bytes and the difference is what the service does with them;
-* ``floor``: a `daemon.http.BaseHandler` route with API-key auth that parses the JSON body
+* ``floor``: a `daemon.http.base.BaseHandler` route with API-key auth that parses the JSON body
   and answers a constant: the core's per-request cost, without any membership work
   (same headers and bodies, a path of the same length);
 * ``check``: POST /api/v1/communities/:did/membership/check (API key, JSON body),
@@ -78,9 +78,9 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
     import tornado.web
     from tornado.httpserver import HTTPServer
 
-    from daemon.app import create_app, plugin_sections
-    from daemon.config import Config
-    from daemon.plugins import build_plugin_manager
+    from daemon.runtime.app import create_app, plugin_sections
+    from daemon.runtime.config import Config
+    from daemon.runtime.plugins import build_plugin_manager
 
     raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
@@ -95,7 +95,7 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
         post = get
 
-    from daemon.http import BaseHandler
+    from daemon.http.base import BaseHandler
 
     class Floor(BaseHandler):
         """The core's per-request cost: API-key auth, rate limit, JSON in and out."""
@@ -126,8 +126,8 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
 
 async def seed(state: Path) -> dict[str, Any]:
-    from daemon.app import migration_components
-    from daemon.plugins import build_plugin_manager
+    from daemon.runtime.app import migration_components
+    from daemon.runtime.plugins import build_plugin_manager
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
     from store import communities as communities_store
@@ -268,7 +268,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
-    from daemon.http import encode_cursor
+    from daemon.http.base import encode_cursor
 
     state = Path(tempfile.mkdtemp(prefix="cr-bench-"))
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from daemon.metrics import Metrics  # noqa: E402
+from daemon.http.metrics import Metrics  # noqa: E402
 
 
 def main() -> int:

@@ -47,10 +47,10 @@ def build(state: Path, port: int, bare_port: int, ready: Any, out: Any) -> None:
     import tornado.web
     from tornado.httpserver import HTTPServer
 
-    from daemon.app import create_app, plugin_sections
-    from daemon.config import Config
-    from daemon.plugins import build_plugin_manager
-    from daemon.sessions import create_session
+    from daemon.runtime.app import create_app, plugin_sections
+    from daemon.runtime.config import Config
+    from daemon.runtime.plugins import build_plugin_manager
+    from daemon.security.sessions import create_session
 
     raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60},
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
 
-    from daemon.http import encode_cursor
+    from daemon.http.base import encode_cursor
 
     state = Path(tempfile.mkdtemp(prefix="cr-bench-pages-"))
     try:

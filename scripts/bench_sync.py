@@ -145,7 +145,7 @@ async def make_app(tmp: Path, members: list[str]) -> Any:
     import yaml
 
     import plugins.communities.sync as communities_sync
-    from daemon.app import create_app, load_config
+    from daemon.runtime.app import create_app, load_config
     from store import communities as communities_store
     from store import members as members_store
 

@@ -84,8 +84,8 @@ async def main() -> None:
 
     import yaml
 
-    from daemon.app import create_app, load_config
-    from daemon.events import emit_tx
+    from daemon.runtime.app import create_app, load_config
+    from daemon.runtime.events import emit_tx
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from plugins.webhooks import signing
     from plugins.webhooks.delivery import Dispatcher, dispatcher, secret_context

@@ -38,9 +38,9 @@ async def run(args: argparse.Namespace, net: Any, state: Path) -> None:
     from tornado.httpserver import HTTPServer
     from tornado.testing import bind_unused_port
 
-    from daemon.app import create_app, plugin_sections
-    from daemon.config import Config
-    from daemon.plugins import build_plugin_manager
+    from daemon.runtime.app import create_app, plugin_sections
+    from daemon.runtime.config import Config
+    from daemon.runtime.plugins import build_plugin_manager
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
 

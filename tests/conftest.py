@@ -20,7 +20,7 @@ pytest.register_assert_rewrite("commonroom_testing")
 
 from commonroom_testing import app as _app  # noqa: E402
 from commonroom_testing.app import TEST_SECRET_KEY, deep_merge  # noqa: E402,F401  (re-exported for tests)
-from daemon.config import Config  # noqa: E402
+from daemon.runtime.config import Config  # noqa: E402
 from tests.helpers import Client, login_as, serve_app  # noqa: E402,F401  (login_as re-exported for tests)
 
 REPO = Path(__file__).resolve().parent.parent

@@ -31,7 +31,7 @@ import pytest
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.testing import bind_unused_port
 
-from daemon.sessions import hash_sid
+from daemon.security.sessions import hash_sid
 from tests.helpers import Response, serve_app
 
 SERVICE_HOST = "commonroom.ci-test.dev"

@@ -21,8 +21,8 @@ from tornado.web import Application as TornadoApp
 from tornado.web import RequestHandler
 
 from daemon import hookimpl
-from daemon.events import emit_tx
-from daemon.http import BaseHandler
+from daemon.runtime.events import emit_tx
+from daemon.http.base import BaseHandler
 
 #: Config for tests whose receivers listen on 127.0.0.1 over plain http.
 LOOPBACK_TARGETS = {"webhooks": {"allow_http": True, "allowed_targets": ["127.0.0.0/8"]}}

@@ -14,7 +14,7 @@ def loopback_only(monkeypatch: Any) -> None:
     """Close the network beyond loopback to the app under test: DNS and every outbound
     target other than loopback are refused (a random handle must not become a DNS query;
     the workplace allows only loopback traffic)."""
-    from daemon import netguard
+    from daemon.security import netguard
     from daemon.atproto import identity
 
     original = netguard.Guard.resolve

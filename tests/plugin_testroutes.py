@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from daemon import hookimpl, validate
-from daemon.http import BaseHandler
+from daemon import hookimpl
+
+from daemon.http import validate
+from daemon.http.base import BaseHandler
 
 
 class EchoHandler(BaseHandler):

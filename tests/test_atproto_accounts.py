@@ -15,8 +15,8 @@ from daemon.atproto.accounts import (bring_own_account, community_repo, fetch_ha
                                      forget_account, handle_domain, provision_account)
 from daemon.atproto.identity import resolve_identity
 from daemon.atproto.syntax import new_tid
-from daemon.http import ApiError
-from daemon.secretbox import SecretBox, parse_key
+from daemon.http.base import ApiError
+from daemon.security.secretbox import SecretBox, parse_key
 from store import accounts as store
 from tests.conftest import TEST_SECRET_KEY
 

@@ -12,7 +12,7 @@ import pytest
 
 from daemon.atproto.accounts import (bring_own_account, community_repo, fetch_handle_domain,
                                      provision_account)
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from tests.conftest import deep_merge
 
 pytestmark = [pytest.mark.pds, pytest.mark.slow]

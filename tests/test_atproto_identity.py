@@ -10,7 +10,7 @@ import pytest
 
 from daemon.atproto.identity import resolve_did, resolve_handle, resolve_identity, resolve_many
 from daemon.atproto.pds import read_user_profile
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from tests.fixtures_atproto import make_png
 
 pytestmark = pytest.mark.pds

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from daemon.atproto.identity import resolve_did, resolve_handle, resolve_identity
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 
 ALICE = "did:plc:aliceaaaaaaaaaaaaaaaaaaa"
 BOB = "did:plc:bobbbbbbbbbbbbbbbbbbbbbb"

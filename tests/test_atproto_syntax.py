@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from daemon.atproto import syntax
-from daemon.clock import FakeClock
-from daemon.http import ApiError
+from daemon.runtime.clock import FakeClock
+from daemon.http.base import ApiError
 
 
 @pytest.mark.parametrize("value", ["did:plc:z72i7hdynmk6r22z27h6tvur", "did:web:example.com",

@@ -16,8 +16,8 @@ import pytest
 from tornado.httpserver import HTTPServer
 from tornado.testing import bind_unused_port
 
-from daemon import backup
-from daemon.app import create_app, migration_components, state_files
+from daemon.runtime import backup
+from daemon.runtime.app import create_app, migration_components, state_files
 from store.migrate import newest_versions
 from tests.conftest import REPO, build_config
 from tests.fixtures_communities import Api, devnet_module_fixtures
@@ -33,7 +33,7 @@ def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), *args],
+    return subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), *args],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
 

@@ -22,7 +22,7 @@ def config_overrides() -> dict[str, Any]:
 
 
 def cli(state_dir: Path | None, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "daemon.main"]
+    command = [sys.executable, "-m", "daemon.runtime.main"]
     if state_dir is not None:
         config = state_dir.parent / "cli.yaml"
         config.write_text(f"storage: {{state_dir: {state_dir}}}\nsecret_key: '{TEST_SECRET_KEY}'\n"

@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.app import create_app
-from daemon.config import ConfigError
+from daemon.runtime.app import create_app
+from daemon.runtime.config import ConfigError
 from tests.conftest import build_config
 from tests.fixtures_communities import seed_community
 from tests.helpers import login_as

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from tests.fixtures_communities import Api, devnet_module_fixtures, proofs_on_pds
 from tests.helpers import login_as
 

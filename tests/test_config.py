@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from daemon.app import load_config, load_secret_key
-from daemon.config import Config, ConfigError
+from daemon.runtime.app import load_config, load_secret_key
+from daemon.runtime.config import Config, ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "daemon.main", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "daemon.runtime.main", *args], capture_output=True, text=True,
                           cwd=REPO, env={**os.environ, **(env or {})}, timeout=60)
 
 

@@ -65,7 +65,7 @@ async def test_expired_session_is_401(app, client, clock):
 
 
 async def test_expired_sessions_are_removed_from_the_database(app, client, clock):
-    from daemon.sessions import delete_expired_sessions
+    from daemon.security.sessions import delete_expired_sessions
     await login_as(app, "did:plc:alice")
     clock.advance(3600)
     await login_as(app, "did:plc:bob")

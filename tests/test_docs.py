@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from daemon import hookspecs
-from daemon.app import plugin_sections
-from daemon.config import Config, field_paths
-from daemon.plugins import build_plugin_manager
+from daemon.runtime import hookspecs
+from daemon.runtime.app import plugin_sections
+from daemon.runtime.config import Config, field_paths
+from daemon.runtime.plugins import build_plugin_manager
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = "\n".join(p.read_text() for p in sorted((REPO / "docs").glob("*.md")))

@@ -31,7 +31,7 @@ import tornado.web
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from daemon.routing import pattern_groups, pattern_literal
+from daemon.http.routing import pattern_groups, pattern_literal
 from tests.fixtures_communities import Api, devnet_module_fixtures
 from tests.helpers import login_as, loopback_only
 
@@ -270,7 +270,7 @@ def _query_strategy(world: World) -> st.SearchStrategy[dict[str, str]]:
 
 def _route_methods(app: Any) -> list[tuple[str, type, str]]:
     """(pattern, handler class, method) for every method every route implements."""
-    from daemon.http import HealthHandler
+    from daemon.http.base import HealthHandler
     routes: list[tuple] = [(r"/health", HealthHandler)]
     for contributed in app.pm.hook.cr_routes(app=app):
         routes.extend(contributed or [])

@@ -16,8 +16,8 @@ from PIL import Image
 from daemon.atproto import pds
 from daemon.atproto.identity import resolve_did
 from daemon.atproto.syntax import is_nsid, is_rkey
-from daemon.http import ApiError, parse_json_object
-from daemon.redact import redact
+from daemon.http.base import ApiError, parse_json_object
+from daemon.security.redact import redact
 from plugins.communities import images
 from tests.fixtures_communities import seed_community
 from tests.helpers import login_as, register_app

@@ -120,8 +120,8 @@ async def test_bad_cursor_is_400(app, client):
 def test_route_table_matches_like_a_linear_scan():
     from types import SimpleNamespace
 
-    from daemon.app import create_app  # noqa: F401  (the table is what create_app installs)
-    from daemon.routing import RouteTable
+    from daemon.runtime.app import create_app  # noqa: F401  (the table is what create_app installs)
+    from daemon.http.routing import RouteTable
     routes = [(r"/api/v1/apps/register", "register"), (r"/api/v1/apps/(app_[0-9a-f]{2})", "app"),
               (r"/api/v1/communities", "list"), (r"/api/v1/communities/(did:[a-z]+:[a-z0-9]+)", "one"),
               (r"/communities/([^/]+)/join", "join"), (r"/.well-known/jwks.json", "jwks"),
@@ -147,7 +147,7 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
 
     from tornado.routing import PathMatches
 
-    from daemon.routing import RouteTable
+    from daemon.http.routing import RouteTable
     did = r"(did(?::|%3[Aa])[^/?#]+)"
     patterns = [r"/api/v1/communities/" + did + r"/membership/check", r"/api/v1/communities/" + did,
                 r"/api/v1/communities/" + did + r"/members/(approve|reject)", r"/x/a|/x/b/c",

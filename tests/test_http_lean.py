@@ -1,4 +1,4 @@
-"""membership/check is a lean route (daemon/lean.py): served without a Tornado
+"""membership/check is a lean route (daemon/http/lean.py): served without a Tornado
 RequestHandler, it must still answer exactly as every other route does."""
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ async def test_shutdown_waits_for_a_check_in_flight(app, client, monkeypatch):
 async def test_start_eagerly_runs_like_a_task():
     import contextvars
 
-    from daemon.lean import start_eagerly
+    from daemon.http.lean import start_eagerly
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="outside")
     seen: list[str] = []
 

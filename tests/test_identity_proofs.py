@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from daemon.clock import FakeClock
-from daemon.proofs import ReplayCache, service_did
+from daemon.runtime.clock import FakeClock
+from daemon.atproto.proofs import ReplayCache, service_did
 from tests.conftest import REPO
 from tests.fixtures_communities import Api, devnet_module_fixtures
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from daemon.atproto.lexicons import grapheme_count
-from daemon.secretbox import SecretBox, SecretBoxError
+from daemon.security.secretbox import SecretBox, SecretBoxError
 from tests.fixtures_communities import Api, seed_community
 from tests.helpers import Response, login_as, register_app
 from tests.plugin_testroutes import plugin as testroutes

@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 SCRIPT = """
 import logging
-from daemon.main import setup_logging
+from daemon.runtime.main import setup_logging
 setup_logging("info", {fmt!r})
 logging.getLogger("commonroom.test").warning("hello %s", "world")
 try:

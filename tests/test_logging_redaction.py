@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.redact import REDACTED, RedactSecrets, redact
+from daemon.security.redact import REDACTED, RedactSecrets, redact
 
 REPO = Path(__file__).resolve().parent.parent
 API_KEY = "cr_" + "7e" * 32
@@ -42,7 +42,7 @@ def daemon(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("COMMONROOM_CONFIG", None)
     with log_path.open("w") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "daemon.main", "-c", str(config), "serve"],
+        proc = subprocess.Popen([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "serve"],
                                 env=env, stdout=log_file, stderr=subprocess.STDOUT)
 
     def stop() -> str:

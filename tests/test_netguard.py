@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from daemon.atproto.pds import PdsError, read_user_profile
-from daemon.config import Config, ConfigError
-from daemon.netguard import Guard
+from daemon.runtime.config import Config, ConfigError
+from daemon.security.netguard import Guard
 
 DID = "did:plc:netguardtestaaaaaaaaaaab"  # a strict did:plc: 24 base32 characters
 BASE = {"allow_insecure_http": True, "max_retries": 0, "request_timeout_seconds": 2.0,

@@ -13,8 +13,8 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey, KeySet
 
-from daemon.config import ConfigError
-from daemon.http import Principal
+from daemon.runtime.config import ConfigError
+from daemon.http.base import Principal
 from plugins.oauth.client import b64url
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import generate_pem, load_client_keys, new_dpop_key
@@ -199,9 +199,9 @@ async def test_logout_needs_csrf_then_ends_the_session(app, client):
 
 
 async def test_writing_to_a_repo_needs_an_oauth_session(app):
-    from daemon.http import ApiError
+    from daemon.http.base import ApiError
     session = await login_as(app, "did:plc:abcdefghijklmnopqrstuvwx", "alice.test")
-    from daemon.sessions import hash_sid
+    from daemon.security.sessions import hash_sid
     principal = Principal(kind="session", did=session.did, session_id=hash_sid(session.sid))
     with pytest.raises(ApiError) as err:
         await user_repo(app, principal)

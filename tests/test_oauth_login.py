@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.http import Principal
+from daemon.http.base import Principal
 from plugins.oauth.client import OAuthError
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.userrepo import user_repo

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from daemon.http import ApiError, Principal
-from daemon.sessions import hash_sid
+from daemon.http.base import ApiError, Principal
+from daemon.security.sessions import hash_sid
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.userrepo import user_repo
 from tests.fixtures_oauth import callback_path, pds_authorize

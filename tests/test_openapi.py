@@ -11,7 +11,7 @@ import re
 import pytest
 from openapi_spec_validator import validate
 
-from daemon.openapi import undocumented
+from daemon.http.openapi import undocumented
 from tests.plugin_testroutes import plugin as testroutes
 
 

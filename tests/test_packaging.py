@@ -76,7 +76,7 @@ def test_the_test_fixtures_ship_with_their_dependencies_in_the_test_extra():
 def run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "COMMONROOM_CONFIG"}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "daemon.main", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "daemon.runtime.main", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

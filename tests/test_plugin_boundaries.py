@@ -1,8 +1,8 @@
 """Plugins talk through the core: no built-in plugin imports another plugin's modules
 (issue 12; docs/plugins.md, "Plugin boundaries"). What several need lives in the core
-(daemon/access.py, app.writes), behind a hook (cr_user_repo, cr_write_kinds), or is a
+(daemon/security/access.py, app.writes), behind a hook (cr_user_repo, cr_write_kinds), or is a
 service a plugin registers on the Application (cr_services; the interfaces in
-daemon/services.py), reached as ``app.communities``, ``app.apps``, ``app.webhooks``..."""
+daemon/runtime/services.py), reached as ``app.communities``, ``app.apps``, ``app.webhooks``..."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def test_no_plugin_imports_another_plugins_modules():
 
 
 def test_the_services_a_plugin_offers_are_typed_attributes_of_the_application():
-    from daemon.app import Application
-    from daemon.services import SERVICE_NAMES
+    from daemon.runtime.app import Application
+    from daemon.runtime.services import SERVICE_NAMES
     declared = Application.__annotations__
     assert all(name in declared for name in SERVICE_NAMES)
 

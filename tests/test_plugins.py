@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from daemon import hookimpl
-from daemon.app import create_app
-from daemon.events import emit_tx
-from daemon.plugins import PluginError, build_plugin_manager
+from daemon.runtime.app import create_app
+from daemon.runtime.events import emit_tx
+from daemon.runtime.plugins import PluginError, build_plugin_manager
 from tests.conftest import build_config
 
 
@@ -174,7 +174,7 @@ def test_the_service_does_not_load_the_example_plugin():
     import sys
 
     from tests.conftest import REPO
-    code = ("from daemon.app import load_config\nfrom daemon.plugins import plugin_names\n"
+    code = ("from daemon.runtime.app import load_config\nfrom daemon.runtime.plugins import plugin_names\n"
             "config, pm = load_config('config.yaml')\nprint(','.join(plugin_names(pm)))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                             timeout=60, env={k: v for k, v in __import__("os").environ.items()
@@ -205,7 +205,7 @@ class Needs:
 
 
 def test_disabling_communities_while_records_is_enabled_fails_at_start_up_naming_both(tmp_path, capsys):
-    from daemon.main import main
+    from daemon.runtime.main import main
     config = tmp_path / "config.yaml"
     config.write_text(f"storage: {{state_dir: {tmp_path / 'state'}}}\nplugins: {{disabled: [communities]}}\n")
     assert main(["-c", str(config), "check-config"]) == 2
@@ -216,7 +216,7 @@ def test_disabling_communities_while_records_is_enabled_fails_at_start_up_naming
 
 def with_dependents(name):
     """`name` and every built-in plugin that needs it, directly or not."""
-    from daemon.plugins import dependency_order, plugin_requirements
+    from daemon.runtime.plugins import dependency_order, plugin_requirements
     pm = build_plugin_manager(load_entry_points=False)
     needs = plugin_requirements(pm)
     out = [name]
@@ -242,7 +242,7 @@ def test_disabling_a_plugin_together_with_those_that_need_it_starts(io_loop, tmp
 
 
 def test_built_in_plugins_declare_that_records_and_webhooks_need_communities():
-    from daemon.plugins import plugin_requirements
+    from daemon.runtime.plugins import plugin_requirements
     pm = build_plugin_manager(load_entry_points=False)
     needs = plugin_requirements(pm)
     assert needs["records"] == ("communities",) and needs["webhooks"] == ("communities",)
@@ -263,7 +263,7 @@ def test_a_plugin_migration_can_build_on_the_tables_of_the_plugin_it_needs(io_lo
     state.mkdir()
     app = make_app(io_loop, state, clock, extra=(Needs("joinwatch", ["communities"], migrations),))
     try:
-        from daemon.app import migration_components
+        from daemon.runtime.app import migration_components
         order = [component for component, _ in migration_components(app.pm)]
         assert order.index("communities") < order.index("records")
         assert order.index("communities") < order.index("webhooks")
@@ -292,7 +292,7 @@ class _Communities:
 
 
 def test_two_plugins_registering_one_service_fail_at_start_up_naming_both(io_loop, state_dir, clock):
-    from daemon.config import ConfigError
+    from daemon.runtime.config import ConfigError
     with pytest.raises(ConfigError) as err:
         make_app(io_loop, state_dir, clock, extra=(_Communities(),))
     assert "'communities'" in str(err.value) and "both register the service" in str(err.value)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.clock import FakeClock
-from daemon.ratelimit import RateLimiter
+from daemon.runtime.clock import FakeClock
+from daemon.security.ratelimit import RateLimiter
 from tests.helpers import login_as, register_app
 from tests.plugin_testroutes import plugin as testroutes
 

@@ -239,7 +239,7 @@ async def test_delete_retried_after_an_index_failure_answers_200_with_one_event(
 
 async def test_a_restarted_daemon_finishes_what_the_previous_one_left(
         app, client, people, devnet, recorder, failer, state_dir, config_overrides):
-    from daemon.app import create_app
+    from daemon.runtime.app import create_app
     from tests.conftest import build_config
     from tests.fixtures_communities import EventRecorder
     from tests.fixtures_webhooks import wait_until

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.config import ConfigError
+from daemon.runtime.config import ConfigError
 from plugins.records.settings import RecordsConfig, check
 
 
@@ -37,7 +37,7 @@ def test_bad_collection_patterns_are_refused_naming_the_entry(values, path):
 
 
 def test_collection_lists_load_from_yaml_and_broad_patterns_are_accepted():
-    from daemon.config import Config
+    from daemon.runtime.config import Config
     from plugins.records.settings import RecordsConfig as Section
     config = Config.from_mapping({"records": {"allowed_collections": ["org.example.*", "com.*"],
                                               "denied_collections": ["org.example.secret.note"]}},

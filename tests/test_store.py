@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.secretbox import SecretBox, SecretBoxError
+from daemon.security.secretbox import SecretBox, SecretBoxError
 from store.db import Database
 from store.migrate import NewerSchemaError, migrate
 
@@ -67,7 +67,7 @@ async def test_newer_schema_is_refused(tmp_path):
 def test_daemon_refuses_newer_database_with_clear_message(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(f"storage: {{state_dir: {tmp_path}/st}}\nsecret_key: '{'11' * 32}'\n")
-    run = lambda: subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), "migrate"],
+    run = lambda: subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "migrate"],
                                  capture_output=True, text=True, cwd=REPO, timeout=60)
     first = run()
     assert first.returncode == 0, first.stderr
@@ -124,7 +124,7 @@ def test_secretbox_rotation_and_context_binding():
 def test_online_backup_copies_a_consistent_database(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(f"storage: {{state_dir: {tmp_path}/st}}\nsecret_key: '{'11' * 32}'\n")
-    cli = lambda *a: subprocess.run([sys.executable, "-m", "daemon.main", "-c", str(config), *a],
+    cli = lambda *a: subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), *a],
                                     capture_output=True, text=True, cwd=REPO, timeout=60)
     assert cli("migrate").returncode == 0
     result = cli("backup", str(tmp_path / "copy"))
@@ -135,7 +135,7 @@ def test_online_backup_copies_a_consistent_database(tmp_path):
 
 
 async def test_keyed_locks_serialise_per_key_and_forget_idle_keys():
-    from daemon.locks import KeyedLocks
+    from daemon.runtime.locks import KeyedLocks
     locks, order = KeyedLocks(), []
 
     async def work(key, tag, pause):

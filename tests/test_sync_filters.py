@@ -14,7 +14,7 @@ import json
 import libipld
 import pytest
 
-from daemon.config import Config, ConfigError
+from daemon.runtime.config import Config, ConfigError
 from daemon.sync.filters import FilterState, FirehoseFilter, JetstreamFilter, StreamError
 
 MEMBERSHIP = "community.commonroom.membership"

@@ -225,7 +225,7 @@ class TestDevelopmentHttp:
     ({"allowed_targets": ["10.0.0.0/33"]}, "webhooks.allowed_targets[0]"),
 ])
 def test_unusable_webhook_settings_are_refused_naming_the_key(section, key):
-    from daemon.config import ConfigError
+    from daemon.runtime.config import ConfigError
     from plugins.webhooks.settings import WebhooksConfig, check
     with pytest.raises(ConfigError) as info:
         check(WebhooksConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}))

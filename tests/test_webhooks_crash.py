@@ -17,7 +17,7 @@ import pytest
 import yaml
 from tornado.httpclient import AsyncHTTPClient
 
-from daemon.app import create_app, load_config
+from daemon.runtime.app import create_app, load_config
 from tests.conftest import TEST_SECRET_KEY, deep_merge
 from tests.fixtures_webhooks import make_community, start_receiver, wait_until
 from tests.helpers import Client, login_as, register_app

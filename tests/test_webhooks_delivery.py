@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from daemon.clock import FakeClock
+from daemon.runtime.clock import FakeClock
 from plugins.webhooks.settings import DEFAULT_RETRY_SCHEDULE
 from tests.fixtures_webhooks import (LOOPBACK_TARGETS, allow_app, emit_events, make_app_key,
                                      make_community, settle, wait_until)
@@ -227,7 +227,7 @@ async def test_scoped_webhook_hears_only_its_community_and_kinds(app, client, re
 
 
 async def test_a_rolled_back_change_delivers_nothing(app, client, receiver):
-    from daemon.events import emit_tx
+    from daemon.runtime.events import emit_tx
     created = await make_app_key(app, client)
     await make_community(app, COMMUNITY)
     rec = receiver()

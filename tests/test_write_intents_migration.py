@@ -8,9 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from daemon.app import migration_components
+from daemon.runtime.app import migration_components
 from daemon.atproto.writes import Intent
-from daemon.plugins import build_plugin_manager
+from daemon.runtime.plugins import build_plugin_manager
 from plugins.communities.reconcile import _UNDO
 from plugins.records.writes import KIND, Write
 from store.db import Database

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from daemon.app import create_app
+from daemon.runtime.app import create_app
 from tests.fixtures_communities import Api, FailIndexOnce, pds_record, proofs_on_pds
 from tests.fixtures_oauth import oauth_login
 from tests.helpers import login_as
@@ -126,7 +126,7 @@ async def _records(app: Any, repo: str, collection: str) -> list[dict[str, Any]]
 async def test_a_leave_whose_users_pds_failed_deletes_their_record_at_the_next_start_up(
         app, client, service, oauth_account, people, clock, monkeypatch):
     import plugins.oauth.userrepo as userrepo
-    from daemon.http import ApiError
+    from daemon.http.base import ApiError
 
     api = await Api.make(app, client)
     alice = people("alice")

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from daemon.app import create_app, load_config
+from daemon.runtime.app import create_app, load_config
 from tests.conftest import TEST_SECRET_KEY, deep_merge
 from tests.fixtures_communities import Api
 from tests.helpers import Client, login_as

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from daemon.atproto.identity import resolve_identity
 from daemon.atproto.pds import PdsError, RepoClient, check_service_url, xrpc
 from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
-from daemon.http import ApiError
-from daemon.secretbox import SecretBoxError
-from daemon.validate import invalid
+from daemon.http.base import ApiError
+from daemon.security.secretbox import SecretBoxError
+from daemon.http.validate import invalid
 from store import accounts as store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.atproto")
 

@@ -24,11 +24,11 @@ from urllib.parse import unquote, urlsplit
 from daemon.atproto.pds import PdsError, check_service_url, request
 from daemon.atproto.syntax import (is_atproto_did, is_did, is_handle, normalize_handle,
                                    require_atproto_did, require_handle)
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from store import identity as store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.atproto")
 
@@ -309,7 +309,7 @@ async def _fetch_did_doc(app: Application, did: str) -> dict[str, Any]:
 def _refused_by_guard(exc: PdsError) -> bool:
     """Whether `request` failed because the SSRF guard refused the target (it raises the
     PdsError while handling `RequestRefused`, which stays its context)."""
-    from daemon.netguard import RequestRefused
+    from daemon.security.netguard import RequestRefused
     return isinstance(exc.__context__, RequestRefused)
 
 

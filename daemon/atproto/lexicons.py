@@ -28,7 +28,7 @@ import regex
 from daemon.atproto import syntax
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.atproto")
 

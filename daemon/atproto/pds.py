@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from daemon.atproto.syntax import new_tid
-from daemon.http import ApiError
-from daemon.metrics import outbound_call_label
+from daemon.http.base import ApiError
+from daemon.http.metrics import outbound_call_label
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.atproto")
 
@@ -176,7 +176,7 @@ async def request(app: Application, method: str, url: str, *, what: str = "PDS",
     """
     import httpx
 
-    from daemon.netguard import RequestRefused
+    from daemon.security.netguard import RequestRefused
 
     cfg = app.config.atproto
     label = label or url

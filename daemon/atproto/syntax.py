@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from daemon.http import ApiError
-from daemon.validate import invalid
+from daemon.http.base import ApiError
+from daemon.http.validate import invalid
 
 _B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"
 
@@ -252,7 +252,7 @@ _tids = _TidSource()
 
 
 def new_tid(clock: Any = None) -> str:
-    """A fresh TID record key. `clock` (daemon.clock.Clock) supplies the time if given."""
+    """A fresh TID record key. `clock` (daemon.runtime.clock.Clock) supplies the time if given."""
     import time
     now = clock.time() if clock is not None else time.time()
     return _tids.next(int(now * 1_000_000))

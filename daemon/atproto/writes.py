@@ -30,14 +30,14 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from daemon.clock import iso
-from daemon.http import ApiError
-from daemon.locks import KeyedLocks
+from daemon.runtime.clock import iso
+from daemon.http.base import ApiError
+from daemon.runtime.locks import KeyedLocks
 from store import intents as store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.writes")
 

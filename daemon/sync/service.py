@@ -21,17 +21,17 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
+import inspect
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
-from daemon.plugins import call_hook
 from daemon.sync.events import Interest, SyncEvent
 from daemon.sync.filters import FilterState, FirehoseFilter, JetstreamFilter, StreamError
 from store import sync as store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.sync")
 
@@ -46,6 +46,12 @@ def _parse_time(text: str | None) -> float | None:
     except ValueError:
         return None
 
+
+
+async def _call_hook(hook: Any, **kwargs: Any) -> list[Any]:
+    """Call a broadcast hook and await each awaitable result, in order (the sync sits below
+    the runtime layer, so it does not import `daemon.runtime.plugins.call_hook`)."""
+    return [await result if inspect.isawaitable(result) else result for result in hook(**kwargs)]
 
 class _Recheck:
     """A frame filtered out while the interest set may have been stale: filtered again
@@ -355,7 +361,7 @@ class Sync:
         before = self.app.db.commits
         async with self.app.db.transaction("sync.apply") as tx:
             if events:
-                await call_hook(self.app.pm.hook.cr_sync_events_tx, app=self.app, tx=tx, events=events)
+                await _call_hook(self.app.pm.hook.cr_sync_events_tx, app=self.app, tx=tx, events=events)
             if cursor is not None and cursor != self._saved:
                 await store.save_cursor_tx(tx, self.source_key, cursor, newest, now)
         if self.app.db.commits == before + 1 and self._interest_version == before:
@@ -370,7 +376,7 @@ class Sync:
             self.lag_seconds = 0.0 if self.lag_seconds is not None else None
         if events:
             try:
-                await call_hook(self.app.pm.hook.cr_sync_events, app=self.app, events=events)
+                await _call_hook(self.app.pm.hook.cr_sync_events, app=self.app, events=events)
             except Exception:  # noqa: BLE001 (the work is durable: the reconciler finishes it)
                 log.exception("sync: the work after applying %d event(s) failed", len(events))
 

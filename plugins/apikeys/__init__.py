@@ -34,7 +34,7 @@ def cr_routes(app: Any) -> list[tuple]:
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
     # The app rules (register, rotate, deactivate, rate limit), shared with the developer
-    # pages (daemon/services.py), and the plugin's key cache.
+    # pages (daemon/runtime/services.py), and the plugin's key cache.
     return {"apps": Apps(app)}
 
 

@@ -1,5 +1,5 @@
 """What the apikeys plugin offers other plugins: ``app.apps``, the interface
-`daemon.services.AppsService`, registered through `cr_services`. Each method delegates to
+`daemon.runtime.services.AppsService`, registered through `cr_services`. Each method delegates to
 the app rules the JSON routes use (service.py); the object also holds the plugin's cache
 of valid keys (auth.py)."""
 
@@ -11,12 +11,12 @@ from plugins.apikeys import service
 from store.db import VersionedCache
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
     from store.db import Row
 
 
 class Apps:
-    """`daemon.services.AppsService`, bound to one application."""
+    """`daemon.runtime.services.AppsService`, bound to one application."""
 
     def __init__(self, app: "Application") -> None:
         self.app = app

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import validate
-from daemon.http import BaseHandler, encode_cursor
-from daemon.openapi import BOOLEAN, DATETIME, DATETIME_OR_NULL, INTEGER, STRING, obj, operation, page
+from daemon.http import validate
+from daemon.http.base import BaseHandler, encode_cursor
+from daemon.http.openapi import BOOLEAN, DATETIME, DATETIME_OR_NULL, INTEGER, STRING, obj, operation, page
 from plugins.apikeys import service
 from plugins.apikeys.service import app_json
 from store.db import Row

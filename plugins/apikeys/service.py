@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon import validate
-from daemon.http import ApiError
+from daemon.http import validate
+from daemon.http.base import ApiError
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
 from store import apps as apps_store
 from store.db import Row
 
 if TYPE_CHECKING:
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 
 def default_limit(app: "Application") -> tuple[int, float]:

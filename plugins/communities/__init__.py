@@ -27,7 +27,7 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
-    # What other plugins may use (daemon/services.py): the web pages' operations.
+    # What other plugins may use (daemon/runtime/services.py): the web pages' operations.
     from plugins.communities.facade import Communities
     return {"communities": Communities(app)}
 

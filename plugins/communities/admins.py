@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.access import MemberStatus, member_status, require_manager
+from daemon.security.access import MemberStatus, member_status, require_manager
 from daemon.atproto.writes import pds
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from plugins.communities import records as rec
 from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, audit_tx, community_lock,
                                        community_repo_for, require_person, require_role)
@@ -17,7 +17,7 @@ from store import members as members_store
 from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 
 # ------------------------------------------------------------------ admins

@@ -1,7 +1,7 @@
 """API-key routes under /api/v1/communities (spec 4.5, 4.6).
 
 Trust model: the app names the acting user (`userDid`, `adminDid`, `currentOwnerDid`) and
-may prove them with the user's service-auth token (daemon/proofs.py, docs/identity.md):
+may prove them with the user's service-auth token (daemon/atproto/proofs.py, docs/identity.md):
 each action that names a user declares its method id in `user_methods`. Without a proof,
 where the service and the community allow that, the app vouches for its user (see
 docs/communities.md). For admin actions (`adminDid` / `currentOwnerDid`) only apps the
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import validate
-from daemon.http import ApiError, BaseHandler, encode_cursor
-from daemon.lean import LeanHandler
-from daemon.openapi import BOOLEAN, DID, STRING, obj, operation, query
-from daemon.proofs import UserMethod
+from daemon.http import validate
+from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.http.lean import LeanHandler
+from daemon.http.openapi import BOOLEAN, DID, STRING, obj, operation, query
+from daemon.atproto.proofs import UserMethod
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
 from plugins.communities.access import checked_status, require_manager
@@ -31,7 +31,7 @@ APP_ID = r"(app_[0-9a-f]{16})"
 
 class ApiBase(BaseHandler):
     auth = "app"
-    #: What each HTTP method does in a user's name (daemon/proofs.py, docs/identity.md).
+    #: What each HTTP method does in a user's name (daemon/atproto/proofs.py, docs/identity.md).
     user_methods: dict[str, Any] = {}
 
     async def acting(self, did: str, community: Any = None, action: str | None = None) -> Actor:
@@ -237,7 +237,7 @@ class AdminsHandler(ApiBase):
 
 class CheckHandler(LeanHandler):
     """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS. Apps call
-    it on every page view, so it is a lean route (`daemon.lean`)."""
+    it on every page view, so it is a lean route (`daemon.http.lean`)."""
 
     auth = "app"
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from daemon import validate
-from daemon.clock import iso
-from daemon.http import ApiError, BaseHandler, encode_cursor
-from daemon.openapi import DID, obj, operation
-from daemon.proofs import UserMethod
+from daemon.http import validate
+from daemon.runtime.clock import iso
+from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.http.openapi import DID, obj, operation
+from daemon.atproto.proofs import UserMethod
 from plugins.communities import bans, common, invites
 from plugins.communities import schemas as S
 from plugins.communities.access import member_status, require_manager

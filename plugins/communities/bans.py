@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import member_status, require_manager
+from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import pds
-from daemon.events import emit_tx
-from daemon.http import ApiError
+from daemon.runtime.events import emit_tx
+from daemon.http.base import ApiError
 from plugins.communities import records as rec
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, audit_tx, community_lock,
@@ -26,8 +26,8 @@ from store import members as members_store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.access import MemberStatus
-    from daemon.app import Application
+    from daemon.security.access import MemberStatus
+    from daemon.runtime.app import Application
 
 
 class Banned(ApiError):

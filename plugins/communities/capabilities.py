@@ -6,7 +6,7 @@ Every admin or moderator action names the capability it needs and checks it with
 roles grant: the built-in ``moderator`` (:data:`MODERATOR`) and the community's custom
 roles, each a name plus capabilities from the catalogue (``records.*`` granted per
 collection). What a member's roles grant is kept on their member row (``grants``), so a
-check is one indexed read (``daemon.access.MemberStatus.holds``). The catalogue is
+check is one indexed read (``daemon.security.access.MemberStatus.holds``). The catalogue is
 documented in docs/communities.md ("Roles and capabilities").
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from daemon import validate
-from daemon.access import MemberStatus
+from daemon.http import validate
+from daemon.security.access import MemberStatus
 from daemon.atproto.syntax import is_nsid
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
 CATALOGUE: dict[str, str] = {
@@ -63,7 +63,7 @@ def require_capability(status: MemberStatus | None, capability: str, collection:
 
 async def require_capability_of(app: Any, community_did: str, did: str, capability: str) -> MemberStatus:
     """:func:`require_capability` for the member `did` of the community (one indexed read)."""
-    from daemon.access import member_status
+    from daemon.security.access import member_status
     status = await member_status(app.db, community_did, did)
     require_capability(status, capability)
     return status

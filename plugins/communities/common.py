@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from daemon import validate
+from daemon.http import validate
 from daemon.atproto.syntax import is_cid, is_did, require_at_uri, require_did
-from daemon.http import ApiError, BaseHandler, encode_cursor
+from daemon.http.base import ApiError, BaseHandler, encode_cursor
 from plugins.communities import views
 from plugins.communities.access import NOT_FOUND, MemberStatus, member_status, require_community
 from plugins.communities.config import TYPES

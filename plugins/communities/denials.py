@@ -21,11 +21,11 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import unquote
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from plugins.communities.steps import Actor, audit_tx
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities")
 

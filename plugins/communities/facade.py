@@ -1,5 +1,5 @@
 """What the communities plugin offers other plugins: ``app.communities``, the interface
-`daemon.services.CommunitiesService`, registered through `cr_services`. Each method
+`daemon.runtime.services.CommunitiesService`, registered through `cr_services`. Each method
 delegates to the function the JSON routes call, so a page and a route do the same thing."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING, Any
 from plugins.communities import common, service, uploads, views
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.access import Actor, MemberStatus
-    from daemon.app import Application
-    from daemon.http import BaseHandler, Principal
+    from daemon.security.access import Actor, MemberStatus
+    from daemon.runtime.app import Application
+    from daemon.http.base import BaseHandler, Principal
     from store.db import Row
 
 
 class Communities:
-    """`daemon.services.CommunitiesService`, bound to one application."""
+    """`daemon.runtime.services.CommunitiesService`, bound to one application."""
 
     def __init__(self, app: "Application") -> None:
         self.app = app

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageOps
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

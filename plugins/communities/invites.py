@@ -15,15 +15,15 @@ import hashlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import member_status, require_manager
-from daemon.http import ApiError
+from daemon.security.access import member_status, require_manager
+from daemon.http.base import ApiError
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import Actor, active_tx, audit_tx
 from store import invites as invites_store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 CODE_BYTES = 18          # 144 bits
 ID_PREFIX = "inv_"       # the list's ids, which revoke accepts as well as a code

@@ -11,11 +11,11 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import member_status, require_manager
+from daemon.security.access import member_status, require_manager
 from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import pds, roll_back
-from daemon.events import emit_tx
-from daemon.http import ApiError
+from daemon.runtime.events import emit_tx
+from daemon.http.base import ApiError
 from plugins.communities import records as rec
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
                                        fetch_profile, let_finish, require_person, require_role,
@@ -26,7 +26,7 @@ from store import members as members_store
 from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities")
 

@@ -8,12 +8,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from daemon.access import (NOT_FOUND, app_manages, member_status,
+from daemon.security.access import (NOT_FOUND, app_manages, member_status,
                            require_manager)
 from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import Intent, pds, roll_back
-from daemon.events import emit_tx
-from daemon.http import ApiError
+from daemon.runtime.events import emit_tx
+from daemon.http.base import ApiError
 from plugins.communities import bans, invites
 from plugins.communities import records as rec
 from plugins.communities.capabilities import require_capability
@@ -25,7 +25,7 @@ from store import members as members_store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities")
 

@@ -38,7 +38,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.writes import Intent, WriteKind
-from daemon.http import ApiError, Principal
+from daemon.http.base import ApiError, Principal
 from plugins.communities import records as rec
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
                                        community_lock_key)
@@ -46,7 +46,7 @@ from store import communities as communities_store
 from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities")
 

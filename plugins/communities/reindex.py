@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon import cli
+from daemon.runtime import cli
 from daemon.atproto.pds import blob_cid
 from plugins.communities import records as rec
 from plugins.communities import roles
@@ -23,7 +23,7 @@ from store import intents as intents_store
 from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 
 async def reindex(app: "Application", did: str,

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.access import member_status, require_manager
+from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import Intent, WriteKind, pds
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from plugins.communities import records as rec
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name)
@@ -29,7 +29,7 @@ from store import roles as roles_store
 from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 ROLES = "communities.roles"  # the kind of write: the roles record put
 MAX_HOLDERS = 5000           # members holding a role (the record's `members` list)
@@ -225,7 +225,7 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
     """Make the index's roles what the repo's `roles` record says (`commonroom reindex`):
     valid custom roles only, held by current `members` only (the record may still name
     someone who left). No record: no custom roles, nobody holds a role."""
-    from daemon.http import ApiError as Refused
+    from daemon.http.base import ApiError as Refused
     defs: Definitions = {}
     holders: Holders = {}
     for entry in (record or {}).get("roles") or []:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.openapi import BOOLEAN, DID, STRING, arr, obj, operation
-from daemon.proofs import UserMethod
+from daemon.http.openapi import BOOLEAN, DID, STRING, arr, obj, operation
+from daemon.atproto.proofs import UserMethod
 from plugins.communities import common, roles
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_denials

@@ -3,7 +3,7 @@ service.py), for the handlers' OpenAPI declarations."""
 
 from __future__ import annotations
 
-from daemon.openapi import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING,
+from daemon.http.openapi import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING,
                             STRING_OR_NULL, arr, nullable, obj, page, query)
 
 TYPE = {"type": "string", "enum": ["open", "admin-approved", "private"]}

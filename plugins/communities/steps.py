@@ -14,16 +14,16 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import NOT_FOUND, Actor, MemberStatus
+from daemon.security.access import NOT_FOUND, Actor, MemberStatus
 from daemon.atproto.writes import pds
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities")
 

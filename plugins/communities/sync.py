@@ -30,9 +30,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.access import member_status
+from daemon.security.access import member_status
 from daemon.atproto.writes import Intent, WriteKind
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from daemon.sync import Interest, SyncEvent
 from plugins.communities import records as rec
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
@@ -44,7 +44,7 @@ from store import sync as sync_store
 from store.db import Database, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.communities.sync")
 

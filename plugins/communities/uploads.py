@@ -11,14 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from plugins.communities import service
 from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
 from store.db import Row
 
 if TYPE_CHECKING:
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 KINDS = ("avatar", "banner")
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import tornado.httputil
 
-from daemon import validate
+from daemon.http import validate
 
-from daemon.http import ApiError, BaseHandler
-from daemon.openapi import BOOLEAN, DID, obj, operation
+from daemon.http.base import ApiError, BaseHandler
+from daemon.http.openapi import BOOLEAN, DID, obj, operation
 from plugins.communities import common, service, uploads
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities import schemas as S

@@ -7,7 +7,7 @@ from typing import Any
 
 from daemon import hookimpl
 
-from daemon.sessions import SID_COOKIE, authenticate_session
+from daemon.security.sessions import SID_COOKIE, authenticate_session
 from plugins.oauth import handlers
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.grants import OAuthState, oauth_state
@@ -45,7 +45,7 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
-    # The client and grants; other plugins may sign a session out (daemon/services.py).
+    # The client and grants; other plugins may sign a session out (daemon/runtime/services.py).
     return {"oauth": OAuthState(app)}
 
 

@@ -28,13 +28,13 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 
 from daemon.atproto.identity import resolve_did, resolve_identity
-from daemon.http import ApiError
-from daemon.netguard import RequestRefused
+from daemon.http.base import ApiError
+from daemon.security.netguard import RequestRefused
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import ClientKeys
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.oauth")
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, cast
 import httpx
 from joserfc.jwk import ECKey
 
-from daemon.http import ApiError
-from daemon.sessions import end_session
+from daemon.http.base import ApiError
+from daemon.security.sessions import end_session
 from plugins.oauth.client import OAuthClient, OAuthError, ServerMeta, TokenSet, origin_of
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import dump_private, load_client_keys, load_private
@@ -24,7 +24,7 @@ from store import oauth as oauth_store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.oauth")
 
@@ -201,7 +201,7 @@ class GrantManager:
 class OAuthState:
     """The plugin's per-application state, ``app.oauth`` (`cr_services`): the OAuth
     client and the grants, built on first use. It is also what other plugins may ask of
-    this one, `daemon.services.OAuthService`."""
+    this one, `daemon.runtime.services.OAuthService`."""
 
     def __init__(self, app: "Application") -> None:
         self.app = app

@@ -14,10 +14,10 @@ import httpx
 
 from daemon.atproto.identity import resolve_did
 from daemon.atproto.pds import read_user_profile
-from daemon.http import ApiError, BaseHandler, same_site_path
-from daemon.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
+from daemon.http.base import ApiError, BaseHandler, same_site_path
+from daemon.http.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
                             redirect)
-from daemon.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
+from daemon.security.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
 from plugins.oauth.grants import oauth_state

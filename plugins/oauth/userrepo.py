@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from daemon.http import ApiError, Principal
+from daemon.http.base import ApiError, Principal
 from plugins.oauth.grants import Grant, oauth_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 WRITE_ACTIONS = ("create", "update", "delete")
 

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from daemon.atproto.syntax import is_nsid
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from store import records as store
 from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 #: Namespaces no app may write through the records API, whatever the configuration.
 PROTECTED = ("com.atproto", "app.bsky", "chat.bsky", "tools.ozone")

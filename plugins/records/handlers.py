@@ -14,12 +14,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
-from daemon.http import ApiError, BaseHandler, encode_cursor
-from daemon.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, STRING_OR_NULL, arr, nullable, obj,
+from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, STRING_OR_NULL, arr, nullable, obj,
                             operation, page, query)
-from daemon.proofs import UserMethod
-from daemon.validate import invalid
-from daemon.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status, require_community,
+from daemon.atproto.proofs import UserMethod
+from daemon.http.validate import invalid
+from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status, require_community,
                            require_manager)
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
@@ -62,7 +62,7 @@ def record_json(row: Row) -> dict[str, Any]:
 
 class RecordsBase(BaseHandler):
     auth = "app"
-    #: What each HTTP method does in a user's name (daemon/proofs.py, docs/identity.md).
+    #: What each HTTP method does in a user's name (daemon/atproto/proofs.py, docs/identity.md).
     user_methods: dict[str, UserMethod] = {}
 
     async def prove(self, user_did: str, community: Row) -> bool:

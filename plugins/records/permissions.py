@@ -11,17 +11,17 @@ Admins may always (they hold every capability), and so may members whose role gr
 capability on the collection, except under ``admins``. Without a rule: ``members`` create,
 ``author`` updates and deletes, which is how the records API always behaved (the author, or
 an admin). What a member's roles grant comes from the core (``MemberStatus.holds``,
-daemon/access.py): this plugin never imports the communities plugin.
+daemon/security/access.py): this plugin never imports the communities plugin.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from daemon.access import MemberStatus
+from daemon.security.access import MemberStatus
 from daemon.atproto.syntax import is_nsid
-from daemon.http import ApiError
-from daemon.validate import invalid
+from daemon.http.base import ApiError
+from daemon.http.validate import invalid
 from store import record_permissions as store
 
 ACTIONS = ("create", "update", "delete")

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto import writes as core
 from daemon.atproto.writes import Intent, WriteKind
-from daemon.events import emit_tx
-from daemon.http import ApiError
+from daemon.runtime.events import emit_tx
+from daemon.http.base import ApiError
 from store import records as store
 from store.db import Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.records")
 

@@ -11,7 +11,7 @@ from daemon import hookimpl
 @hookimpl
 def cr_plugin_requires() -> list[str]:
     # The pages are a thin layer over the services of these plugins (app.communities,
-    # app.apps, daemon/services.py), and sign-out ends the OAuth grant (app.oauth). The
+    # app.apps, daemon/runtime/services.py), and sign-out ends the OAuth grant (app.oauth). The
     # developer pages show webhooks only when that plugin is enabled (app.webhooks).
     return ["communities", "oauth", "apikeys"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from daemon.atproto.pds import image_url
-from daemon.services import DID_PATTERN
+from daemon.runtime.services import DID_PATTERN
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 

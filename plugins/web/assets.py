@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, cast
 
 import tornado.template
 
-from daemon.http import ApiError, BaseHandler
+from daemon.http.base import ApiError, BaseHandler
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"
@@ -62,7 +62,7 @@ class WebAssets:
 
 
 class WebPages:
-    """The web plugin's state, ``app.web`` (`cr_services`; `daemon.services.WebService`):
+    """The web plugin's state, ``app.web`` (`cr_services`; `daemon.runtime.services.WebService`):
     the static files and templates, loaded on first use."""
 
     def __init__(self) -> None:

@@ -14,9 +14,9 @@ from urllib.parse import parse_qs, urlencode
 
 from tornado.escape import xhtml_escape
 
-from daemon.http import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
-from daemon.services import AppsService, CommunitiesService, WebhooksService
-from daemon.sessions import SID_COOKIE, clear_session_cookies
+from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
+from daemon.runtime.services import AppsService, CommunitiesService, WebhooksService
+from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
 
 #: A person's words for each community type: short (badges) and long (forms, pages).
@@ -45,7 +45,7 @@ CSRF_FIELD = "_csrf"
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 
-safe_next = same_site_path  # a `next` path on this site, or None (daemon.http)
+safe_next = same_site_path  # a `next` path on this site, or None (daemon.http.base)
 
 
 def content_security_policy(*, sign_in_form: bool, http_allowed: bool, image_preview: bool = False) -> str:
@@ -149,7 +149,7 @@ class PageHandler(BaseHandler):
     form_lists: dict[str, list[str]]   # every value of each field (checkbox groups)
     session_ended = False
 
-    # The services of the plugins the pages are a layer over (daemon/services.py).
+    # The services of the plugins the pages are a layer over (daemon/runtime/services.py).
     @property
     def communities(self) -> "CommunitiesService":
         assert self.app.communities is not None  # a requirement of this plugin

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import Principal
+from daemon.http.base import Principal
 from store.db import Row
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http import ApiError, encode_cursor
+from daemon.http.base import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
@@ -238,7 +238,7 @@ class SignOutAction(PageHandler):
     """POST /signout: the form twin of the JSON POST /logout (same steps), then home."""
 
     async def submit(self) -> None:
-        from daemon.sessions import clear_session_cookies, end_session
+        from daemon.security.sessions import clear_session_cookies, end_session
 
         assert self.principal is not None and self.principal.session_id
         await self.app.oauth.sign_out(self.principal.session_id)

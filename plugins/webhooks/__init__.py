@@ -37,7 +37,7 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
-    # The webhook rules, shared with the developer pages (daemon/services.py), and the
+    # The webhook rules, shared with the developer pages (daemon/runtime/services.py), and the
     # plugin's dispatcher and metrics.
     return {"webhooks": Webhooks(app)}
 

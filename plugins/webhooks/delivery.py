@@ -27,17 +27,17 @@ from typing import TYPE_CHECKING
 
 import httpcore
 
-from daemon.clock import iso
-from daemon.events import Event
-from daemon.netguard import Guard, GuardedBackend
-from daemon.access import app_can_see
+from daemon.runtime.clock import iso
+from daemon.runtime.events import Event
+from daemon.security.netguard import Guard, GuardedBackend
+from daemon.security.access import app_can_see
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
 from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.webhooks")
 

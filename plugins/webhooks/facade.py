@@ -1,5 +1,5 @@
 """What the webhooks plugin offers other plugins: ``app.webhooks``, the interface
-`daemon.services.WebhooksService`, registered through `cr_services`. Each method delegates
+`daemon.runtime.services.WebhooksService`, registered through `cr_services`. Each method delegates
 to the webhook rules the JSON routes use (service.py); the object also holds the plugin's
 running parts: the dispatcher (from `cr_startup`) and the metrics (from `cr_metrics`)."""
 
@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any, cast
 from plugins.webhooks import service
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
     from plugins.webhooks.delivery import Dispatcher
     from plugins.webhooks.metrics import WebhookMetrics
     from store.db import Row
 
 
 class Webhooks:
-    """`daemon.services.WebhooksService`, bound to one application."""
+    """`daemon.runtime.services.WebhooksService`, bound to one application."""
 
     def __init__(self, app: "Application") -> None:
         self.app = app

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import validate
-from daemon.events import EVENT_TYPES
-from daemon.http import BaseHandler, encode_cursor
-from daemon.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT, STRING,
+from daemon.http import validate
+from daemon.runtime.events import EVENT_TYPES
+from daemon.http.base import BaseHandler, encode_cursor
+from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT, STRING,
                             STRING_OR_NULL, arr, nullable, obj, operation, page, query)
 from store.db import Row
 from plugins.webhooks import service

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from daemon.http import BaseHandler
-from daemon.openapi import STRING, arr, obj, operation
+from daemon.http.base import BaseHandler
+from daemon.http.openapi import STRING, arr, obj, operation
 
 
 class HelloHandler(BaseHandler):

@@ -1,5 +1,5 @@
 -- atproto OAuth: login flows in progress, and the grant behind each browser session.
--- Every credential column is sealed with the daemon's secret key (daemon/secretbox.py),
+-- Every credential column is sealed with the daemon's secret key (daemon/security/secretbox.py),
 -- bound to its table, column and row; nothing here is usable without that key.
 
 -- A flow lives from POST /login until its callback (single use) or its expiry.

@@ -10,8 +10,8 @@ import json
 from html import escape
 from typing import Any
 
-from daemon.http import BaseHandler
-from daemon.openapi import JSON, STRING, html, obj, operation
+from daemon.http.base import BaseHandler
+from daemon.http.openapi import JSON, STRING, html, obj, operation
 
 _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;line-height:1.45}"

@@ -1,6 +1,6 @@
 """What one plugin may ask of another: the interfaces of the services plugins register on
 the Application (`cr_services`), reached as ``app.communities``, ``app.apps``,
-``app.webhooks``, ``app.oauth`` and ``app.web`` (declared in `daemon.app.Application`).
+``app.webhooks``, ``app.oauth`` and ``app.web`` (declared in `daemon.runtime.app.Application`).
 
 Plugins never import each other's modules (issue 12): the web plugin's pages call the
 communities, apps and webhook rules through these, the same functions the JSON routes
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.access import Actor, MemberStatus
-    from daemon.http import BaseHandler, Principal
+    from daemon.security.access import Actor, MemberStatus
+    from daemon.http.base import BaseHandler, Principal
     from store.db import Row
 
 #: A DID in a route pattern; colons may arrive percent-encoded (Tornado decodes the group).

@@ -15,23 +15,23 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable
 import pluggy
 import tornado.web
 
-from daemon.apidocs import ApiDocsHandler, OpenApiHandler
-from daemon.clock import Clock
-from daemon.config import Config, ConfigError
-from daemon.http import HealthHandler, NotFoundHandler
-from daemon.lean import LeanDelegate, LeanHandler
-from daemon import proofs
-from daemon.metrics import Metrics, MetricsHandler
-from daemon.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
-from daemon.ratelimit import RateLimiter
-from daemon.routing import RouteTable
-from daemon.secretbox import SecretBox, parse_key
+from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
+from daemon.runtime.clock import Clock
+from daemon.runtime.config import Config, ConfigError
+from daemon.http.base import HealthHandler, NotFoundHandler
+from daemon.http.lean import LeanDelegate, LeanHandler
+from daemon.atproto import proofs
+from daemon.http.metrics import Metrics, MetricsHandler
+from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
+from daemon.security.ratelimit import RateLimiter
+from daemon.http.routing import RouteTable
+from daemon.security.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.atproto.lexicons import Lexicons
-    from daemon.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
+    from daemon.runtime.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
 
 log = logging.getLogger("commonroom")
 _access_log = logging.getLogger("commonroom.access")
@@ -97,7 +97,7 @@ def state_files(config: Config, pm: pluggy.PluginManager) -> list[str]:
 async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginManager) -> list[Any]:
     """Apply pending migrations; an existing database is backed up completely first
     (`storage.pre_migration_backups`), so an upgrade can always be undone."""
-    from daemon import backup
+    from daemon.runtime import backup
     from store.migrate import pending
 
     components = migration_components(pm)
@@ -136,7 +136,7 @@ def load_secret_key(config: Config) -> SecretBox:
 class Application(tornado.web.Application):
     """The daemon's Tornado application. State hangs off this object, and everything it
     holds is declared in `__init__`: the core's parts, then the services plugins register
-    (`cr_services`, interfaces in `daemon.services`)."""
+    (`cr_services`, interfaces in `daemon.runtime.services`)."""
 
     # Services other plugins reach (None while the plugin offering it is disabled).
     communities: CommunitiesService | None
@@ -180,7 +180,7 @@ class Application(tornado.web.Application):
         self.accounts = AccountSessions()  # PDS sessions of the community accounts
         self.identity = IdentityCache()  # DID and handle resolution in flight
         self._lexicons: Lexicons | None = None
-        #: Lean requests' tasks, referenced until they end (daemon/lean.py).
+        #: Lean requests' tasks, referenced until they end (daemon/http/lean.py).
         self.request_tasks: set[asyncio.Task[None]] = set()
         # The plugins' services (declared above) and a third-party plugin's own state.
         self.communities = self.apps = self.webhooks = self.oauth = self.web = None
@@ -188,7 +188,7 @@ class Application(tornado.web.Application):
         self._register_services()
 
     def _register_services(self) -> None:
-        from daemon.services import SERVICE_NAMES
+        from daemon.runtime.services import SERVICE_NAMES
         owners: dict[str, str] = {}
         for plugin, result in results_by_plugin(self.pm, "cr_services", app=self):
             for name, service in (result or {}).items():
@@ -219,7 +219,7 @@ class Application(tornado.web.Application):
         """The OpenAPI document of the routes this app serves (built once)."""
         if self._openapi is None:
             from daemon import __version__
-            from daemon.openapi import build_document
+            from daemon.http.openapi import build_document
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
                                            namespace=self.config.atproto.namespace)
         return self._openapi
@@ -240,13 +240,13 @@ class Application(tornado.web.Application):
     def http(self) -> Any:
         """A shared `httpx.AsyncClient` for outbound calls (PDS, identity, OAuth).
 
-        Every connection goes through the SSRF guard (daemon/netguard.py): only public
+        Every connection goes through the SSRF guard (daemon/security/netguard.py): only public
         addresses, plus `atproto.allowed_private_targets`. A refused target raises
-        `daemon.netguard.RequestRefused` (an `httpx.ConnectError`); nothing is sent."""
+        `daemon.security.netguard.RequestRefused` (an `httpx.ConnectError`); nothing is sent."""
         if self._http is None:
             import httpx
 
-            from daemon.netguard import Guard, GuardedTransport
+            from daemon.security.netguard import Guard, GuardedTransport
             cfg = self.config.atproto
             # Scheme rules (https, or http with atproto.allow_insecure_http) stay with the callers.
             guard = Guard(allow_http=True, allowed_targets=cfg.allowed_private_targets)
@@ -370,7 +370,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             if refresh is not None:
                 app.metrics.add_refresh(refresh)
         if start:
-            from daemon.sessions import expire_sessions_pass
+            from daemon.security.sessions import expire_sessions_pass
             app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
             await call_hook(pm.hook.cr_startup, app=app)
             app.writes.start()

@@ -1,7 +1,7 @@
 """Every hook a Commonroom plugin can implement.
 
 A plugin is a module (or object) with functions decorated by `daemon.hookimpl`. The
-built-in features are plugins too (see `daemon.plugins.DEFAULT_PLUGINS`); third-party
+built-in features are plugins too (see `daemon.runtime.plugins.DEFAULT_PLUGINS`); third-party
 plugins arrive through the entry-point group `commonroom.plugins`.
 
 How asynchronous implementations are called
@@ -11,7 +11,7 @@ returns a coroutine object, which is never None. The rules are:
 
 * **Broadcast hooks** (every hook below except `cr_authenticate` and `cr_user_repo`): an implementation may
   return a plain value or an awaitable. The daemon awaits every awaitable result, in the
-  order pluggy returns them (see `daemon.plugins.call_hook`). ``async def`` is fine.
+  order pluggy returns them (see `daemon.runtime.plugins.call_hook`). ``async def`` is fine.
 * **First-result hooks** (`cr_authenticate`, `cr_user_repo`): the implementation must decide
   *synchronously* whether the request is its kind of credential. It returns None to pass,
   or an awaitable that completes the check. An ``async def`` implementation would claim
@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 import pluggy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
-    from daemon.config import Config
-    from daemon.events import Event
+    from daemon.runtime.app import Application
+    from daemon.runtime.config import Config
+    from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
-    from daemon.http import BaseHandler, Principal
+    from daemon.http.base import BaseHandler, Principal
     from daemon.sync import Interest, SyncEvent
     from store.db import Transaction
 
@@ -99,7 +99,7 @@ def cr_routes(app: "Application") -> list[tuple] | None:
 
     :param app: the application being built (config, store, clock, plugin manager).
     :return: a list of Tornado route tuples ``(pattern, HandlerClass[, kwargs])``. Handlers
-        should subclass `daemon.http.BaseHandler` so errors, auth, CSRF, body limits and
+        should subclass `daemon.http.base.BaseHandler` so errors, auth, CSRF, body limits and
         rate limits behave like every other route. Route patterns must be unique.
     """
 
@@ -110,13 +110,13 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
 
     Called once per request before the handler method. Stops at the first non-None result.
 
-    :param handler: the request being served: a `daemon.http.BaseHandler`, or for the few
-        lean routes a `daemon.lean.LeanHandler`. Use only what both offer:
+    :param handler: the request being served: a `daemon.http.base.BaseHandler`, or for the few
+        lean routes a `daemon.http.lean.LeanHandler`. Use only what both offer:
         ``handler.request`` (headers, ``remote_ip``, method, path), ``handler.get_cookie(name)``
         and ``handler.app``.
     :return: None if the request does not carry this plugin's kind of credential (another
         plugin may claim it); otherwise an awaitable that resolves to a
-        `daemon.http.Principal`, or raises `daemon.http.ApiError` (401) when the credential
+        `daemon.http.base.Principal`, or raises `daemon.http.base.ApiError` (401) when the credential
         is present but invalid. Must be a plain ``def`` (see the module docstring).
     """
 
@@ -125,7 +125,7 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
 def cr_not_found(handler: "BaseHandler") -> bool | None:
     """Answer a request that no route matched, instead of the core's JSON 404.
 
-    Called by the default handler (`daemon.http.NotFoundHandler`) as it answers 404, with
+    Called by the default handler (`daemon.http.base.NotFoundHandler`) as it answers 404, with
     the status already set. Stops at the first non-None result. The web plugin answers
     browsers (``Accept: text/html``) asking for a page path with an HTML page; API paths
     keep the JSON error.
@@ -165,10 +165,10 @@ def cr_services(app: "Application") -> dict[str, Any] | None:
     here, reached as an attribute of the Application.
 
     :param app: the application being built (config, store, clock, plugin manager).
-    :return: ``{name: service}`` or None. A name in `daemon.services.SERVICE_NAMES`
+    :return: ``{name: service}`` or None. A name in `daemon.runtime.services.SERVICE_NAMES`
         (``communities``, ``apps``, ``webhooks``, ``oauth``, ``web``) sets that typed
         attribute of the Application (``app.communities``...), and the object must offer
-        the interface `daemon.services` declares for it; any other name, which should be
+        the interface `daemon.runtime.services` declares for it; any other name, which should be
         the plugin's own, is kept in ``app.extensions[name]`` (a third-party plugin's
         state). All results are collected; two plugins registering one name is an error.
     """
@@ -228,7 +228,7 @@ def cr_user_repo(app: "Application", principal: "Principal") -> "Awaitable[Any] 
     :param principal: the browser session (``kind == "session"``, ``did``, ``session_id``).
     :return: None if this plugin holds no grants; otherwise an awaitable resolving to a
         repo object with ``did``, ``put_record(collection, rkey, value)`` and
-        ``delete_record(collection, rkey)``, or raising `daemon.http.ApiError` (403) when
+        ``delete_record(collection, rkey)``, or raising `daemon.http.base.ApiError` (403) when
         the session has no grant that may write there.
     """
 

@@ -9,13 +9,12 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.http import ApiError, Principal
+from daemon.http.base import ApiError, Principal, SID_COOKIE
 from store import sessions as sessions_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
-SID_COOKIE = "sid"
 CSRF_COOKIE = "csrf-token"
 TOUCH_EVERY_SECONDS = 60.0
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Reader, Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 __all__ = ["Actor", "MemberStatus", "NOBODY", "status_from_row", "member_status", "app_can_see",
            "require_community", "checked_status", "NOT_FOUND", "APP_NOT_TRUSTED", "app_manages",
@@ -37,7 +37,7 @@ class Actor:
 
     did: str
     app_id: str | None = None
-    #: The user is proven: a browser session, or a verified proof from the app (daemon/proofs.py).
+    #: The user is proven: a browser session, or a verified proof from the app (daemon/atproto/proofs.py).
     proven: bool = False
 
 

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from daemon.http import ApiError
+from daemon.http.base import ApiError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
-    from daemon.config import Config
+    from daemon.runtime.app import Application
+    from daemon.runtime.config import Config
 
 _ALGS = frozenset({"ES256K", "ES256"})
 _CLOCK_SKEW = 30.0
@@ -249,7 +249,7 @@ def _verify(key: tuple[str, bytes], signing_input: bytes, signature: bytes) -> b
 
 def user_method_list(app: "Application") -> list[dict[str, Any]]:
     """Every (route, HTTP method) that acts in a user's name, with its method id."""
-    from daemon.metrics import route_template
+    from daemon.http.metrics import route_template
     out = []
     for route in app.routes:
         declared = getattr(route[1], "user_methods", None) or {}
@@ -272,8 +272,8 @@ def _alternations(template: str) -> list[str]:
 
 
 def _handlers() -> tuple[type, type]:
-    from daemon.http import BaseHandler
-    from daemon.openapi import arr, obj, operation
+    from daemon.http.base import BaseHandler
+    from daemon.http.openapi import arr, obj, operation
 
     string = {"type": "string"}
 

@@ -1,6 +1,6 @@
 """Secrets never reach the logs.
 
-`RedactSecrets` is a `logging.Filter` that `daemon.main.setup_logging` puts on every
+`RedactSecrets` is a `logging.Filter` that `daemon.runtime.main.setup_logging` puts on every
 handler of the root logger, so it covers every logger (the access log, the OAuth login,
 plugins, libraries), not only the lines this service writes itself. It rewrites each
 record's formatted message and traceback with `redact`. What it hides (docs/operations.md):

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import pluggy
 
-from daemon import hookspecs
+from daemon.runtime import hookspecs
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.web",
 )
 
-# Hooks whose implementations must be plain functions (see daemon.hookspecs).
+# Hooks whose implementations must be plain functions (see daemon.runtime.hookspecs).
 _SYNC_ONLY_HOOKS = ("cr_authenticate", "cr_user_repo", "cr_not_found", "cr_render_page")
 
 

@@ -9,12 +9,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugins import call_hook
+from daemon.runtime.plugins import call_hook
 from store import events as events_store
 from store.db import Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger(__name__)
 

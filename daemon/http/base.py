@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import tornado.httputil
 import tornado.web
 
-from daemon.openapi import STRING, arr, obj, operation
+from daemon.http.openapi import STRING, arr, obj, operation
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.http")
 
@@ -62,6 +62,10 @@ _DEFAULT_CODES = {
     415: "unsupported_media_type", 429: "rate_limited", 500: "internal_error",
     502: "upstream_error", 503: "unavailable",
 }
+
+
+#: The browser session cookie (daemon/security/sessions.py issues it).
+SID_COOKIE = "sid"
 
 
 class ApiError(Exception):
@@ -292,14 +296,14 @@ def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[
 class RequestLogic:
     """What every route does around its method, however it is served: request id, capped
     body, authentication (with failed-attempt throttling), CSRF, rate limits and JSON input.
-    `BaseHandler` (a Tornado RequestHandler) and `daemon.lean.LeanHandler` (the hot-path
+    `BaseHandler` (a Tornado RequestHandler) and `daemon.http.lean.LeanHandler` (the hot-path
     route class) both build on it, so the two behave alike. Subclasses set:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
     * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
     * ``max_body``: None for the configured limit, or a byte count (uploads);
     * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
-      (every other route declares its methods with `daemon.openapi.operation`).
+      (every other route declares its methods with `daemon.http.openapi.operation`).
 
     The serving class provides ``application``, ``request``, ``put_header``,
     ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
@@ -410,7 +414,6 @@ class RequestLogic:
             raise
 
     def _presented_credentials(self) -> bool:
-        from daemon.sessions import SID_COOKIE
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
@@ -533,7 +536,7 @@ def encode_json(value: Any) -> bytes:
 @tornado.web.stream_request_body
 class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     """Base for every route served by Tornado's RequestHandler (all but the hottest, see
-    `daemon.lean`). Bodies are streamed into `RequestLogic.data_received`."""
+    `daemon.http.lean`). Bodies are streamed into `RequestLogic.data_received`."""
 
     def initialize(self, **kwargs: Any) -> None:
         self.route_kwargs = kwargs
@@ -652,7 +655,6 @@ class HealthHandler(BaseHandler):
         ["status", "version", "plugins", "sync"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
-        from daemon.plugins import plugin_names
         await self.app.db.fetchval("SELECT 1")
-        self.send_json({"status": "ok", "version": __version__, "plugins": plugin_names(self.app.pm),
-                        "sync": self.app.sync.health()})
+        plugins = sorted(name for name, _ in self.app.pm.list_name_plugin() if name is not None)
+        self.send_json({"status": "ok", "version": __version__, "plugins": plugins, "sync": self.app.sync.health()})

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from daemon.http import ApiError, BaseHandler
-from daemon.openapi import Response, header, operation
-from daemon.routing import pattern_groups, pattern_literal
+from daemon.http.base import ApiError, BaseHandler
+from daemon.http.openapi import Response, header, operation
+from daemon.http.routing import pattern_groups, pattern_literal
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -6,7 +6,7 @@ much CPU on its own set-up and tear-down (UI modules, output transforms, etag, a
 request) as the whole HTTP/1.1 exchange costs; for a route that is one indexed read, that
 is most of the work. A `LeanHandler` is answered by a small `HTTPMessageDelegate` instead,
 with the same conventions as every other route, because the shared part lives in
-`daemon.http.RequestLogic`:
+`daemon.http.base.RequestLogic`:
 
 * the same authentication hook, failed-attempt throttling, CSRF check and rate limits;
 * the same JSON errors (`ApiError`), request ids, ``Cache-Control: no-store``,
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 from tornado import httputil
 from tornado.web import RequestHandler
 
-from daemon.http import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, encode_json, error_for,
+from daemon.http.base import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, encode_json, error_for,
                          log_failure)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.app import Application
+    from daemon.runtime.app import Application
 
 log = logging.getLogger("commonroom.http")
 

@@ -97,11 +97,11 @@ class AtprotoConfig:
     provision_email_template: str = "{handle}@accounts.invalid"
     validate_records: bool = True
     # Non-public addresses the daemon may still connect to (CIDR ranges, IP addresses or host
-    # names), e.g. a PDS on the local network. Empty: public addresses only (daemon/netguard.py).
+    # names), e.g. a PDS on the local network. Empty: public addresses only (daemon/security/netguard.py).
     allowed_private_targets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from daemon.netguard import allowlist_problem
+        from daemon.security.netguard import allowlist_problem
         for i, entry in enumerate(self.allowed_private_targets):
             problem = allowlist_problem(entry)
             if problem:

@@ -16,10 +16,10 @@ import sys
 from typing import Any
 
 from daemon import __version__
-from daemon.backup import BackupError, state_lock
-from daemon.config import ConfigError
-from daemon.http import request_id_var
-from daemon.plugins import PluginError, call_hook
+from daemon.runtime.backup import BackupError, state_lock
+from daemon.runtime.config import ConfigError
+from daemon.http.base import request_id_var
+from daemon.runtime.plugins import PluginError, call_hook
 
 log = logging.getLogger("commonroom")
 
@@ -68,7 +68,7 @@ def setup_logging(level: str, fmt: str = "text") -> None:
     """One stderr handler on the root logger, so every logger's lines carry the request id
     and pass through `RedactSecrets` (no token, code or key is ever written). `fmt` is
     ``text`` or ``json``; under systemd (journald on stderr) lines carry their priority."""
-    from daemon.redact import RedactSecrets
+    from daemon.security.redact import RedactSecrets
 
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(_RequestIdFilter())
@@ -109,8 +109,8 @@ async def serve(config: Any, pm: Any) -> int:
 async def _serve(config: Any, pm: Any) -> int:
     from tornado.httpserver import HTTPServer
 
-    from daemon.app import create_app
-    from daemon.systemd import notify
+    from daemon.runtime.app import create_app
+    from daemon.runtime.systemd import notify
 
     app = await create_app(config, pm)
     srv = config.server
@@ -152,7 +152,7 @@ async def _serve(config: Any, pm: Any) -> int:
 
 
 async def run_migrate(config: Any, pm: Any) -> int:
-    from daemon.app import migrate_with_backup
+    from daemon.runtime.app import migrate_with_backup
     from store.db import Database
 
     db = Database(config.database_path)
@@ -173,8 +173,8 @@ async def run_backup(config: Any, pm: Any, args: argparse.Namespace) -> int:
     """A complete backup (database, key files, manifest) while the daemon runs."""
     from pathlib import Path
 
-    from daemon import backup
-    from daemon.app import state_files
+    from daemon.runtime import backup
+    from daemon.runtime.app import state_files
 
     if (args.destination is None) == (args.into is None):
         print("commonroom backup: give either DESTINATION or --into DIR", file=sys.stderr)
@@ -197,8 +197,8 @@ async def run_backup(config: Any, pm: Any, args: argparse.Namespace) -> int:
 async def run_restore(config: Any, pm: Any, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from daemon import backup
-    from daemon.app import migration_components
+    from daemon.runtime import backup
+    from daemon.runtime.app import migration_components
     from store.migrate import newest_versions
 
     await asyncio.to_thread(
@@ -209,7 +209,7 @@ async def run_restore(config: Any, pm: Any, args: argparse.Namespace) -> int:
 
 
 async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Namespace) -> int:
-    from daemon.app import create_app
+    from daemon.runtime.app import create_app
 
     app = await create_app(config, pm, start=False)
     try:
@@ -226,7 +226,7 @@ def _only_asks_for_help(argv: list[str]) -> bool:
 
 
 def _plugins_without_config() -> Any:
-    from daemon.plugins import build_plugin_manager
+    from daemon.runtime.plugins import build_plugin_manager
     try:
         return build_plugin_manager()
     except PluginError:
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="the configuration file (default: $COMMONROOM_CONFIG or ./config.yaml)")
     known, _ = pre.parse_known_args(argv)
 
-    from daemon.app import load_config
+    from daemon.runtime.app import load_config
 
     try:
         config, pm = load_config(known.config)
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "check-config":
-            from daemon.app import load_secret_key
+            from daemon.runtime.app import load_secret_key
             if config.secret_key:
                 load_secret_key(config)  # a malformed key is a configuration error
             print(f"configuration OK: {known.config}")

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import tornado.web
 
-from daemon.routing import pattern_groups, pattern_literal
+from daemon.http.routing import pattern_groups, pattern_literal
 
 METHODS = ("get", "post", "put", "patch", "delete")
 STATE_CHANGING = frozenset({"post", "put", "patch", "delete"})
@@ -342,7 +342,7 @@ def build_operation(path: str, path_params: list[dict[str, Any]], handler: type,
 
 
 def _user_method(handler: type, method: str, path: str) -> Any:
-    """The `daemon.proofs.UserMethod` this (handler, method, concrete path) acts by, if any."""
+    """The `daemon.atproto.proofs.UserMethod` this (handler, method, concrete path) acts by, if any."""
     spec = (getattr(handler, "user_methods", None) or {}).get(method.upper())
     if isinstance(spec, dict):
         return spec.get(path.rsplit("/", 1)[-1])

@@ -1,0 +1,39 @@
+"""`daemon/` is in layers by concern (docs/plugins.md, "The core's layers"): http <
+security < atproto < sync < runtime. A module imports only its own layer or those below
+(`if TYPE_CHECKING:` imports aside; the runtime's clock and locks are leaf utilities every
+layer may use), so the old import circle (app <-> http <-> lean <-> plugins <-> events <->
+hookspecs <-> sessions) cannot come back."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ORDER = {"http": 0, "security": 1, "atproto": 2, "sync": 3, "runtime": 4}
+LEAVES = {"daemon.runtime.clock", "daemon.runtime.locks"}
+
+
+def upward_imports() -> list[str]:
+    bad = []
+    for path in sorted((ROOT / "daemon").glob("*/*.py")):
+        layer = path.parent.name
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                       and "TYPE_CHECKING" in ast.dump(node.test) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            parts = node.module.split(".")
+            if parts[0] == "daemon" and len(parts) > 1 and parts[1] in ORDER \
+                    and ORDER[parts[1]] > ORDER[layer] and node.module not in LEAVES:
+                bad.append(f"{path.relative_to(ROOT)} imports {node.module}")
+    return bad
+
+
+def test_every_daemon_module_sits_in_a_layer() -> None:
+    loose = [p.name for p in (ROOT / "daemon").glob("*.py") if p.name != "__init__.py"]
+    assert loose == [], "put new core modules in a layer's folder"
+    assert {p.name for p in (ROOT / "daemon").iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ORDER)
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    assert upward_imports() == []
