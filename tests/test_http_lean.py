@@ -146,9 +146,10 @@ async def test_shutdown_waits_for_a_check_in_flight(app, client, monkeypatch):
 
     monkeypatch.setattr(api, "checked_status", slow)
     pending = asyncio.ensure_future(client.post(check_path(did), json={"userDid": "did:plc:member"}, api_key=key))
-    for _ in range(200):
+    for _ in range(1000):                   # until the request reaches the server (a busy machine: seconds)
         if not await app.drain(0.01):
             break
+        await asyncio.sleep(0.01)
     assert not await app.drain(0.05)       # the check is still in flight
     release.set()
     assert await app.drain(5)
