@@ -83,8 +83,11 @@ class InvitePage(PageHandler):
             return
         if code == "banned":
             heading = "You cannot join this community"
+            until = getattr(exc, "expires_at", None)
+            message = ("The admins of this community have banned you, so an invite cannot let you in"
+                       + (f" until {when(until)}." if until else "."))
             self.render_page("error.html", title=heading, status=status, kind="invite", heading=heading,
-                             message=exc.message if isinstance(exc, ApiError) else None, back="/")
+                             message=message, back="/")
             return
         super().render_error(status, exc)
 
