@@ -66,13 +66,13 @@ class InvitePage(PageHandler):
         assert self.principal is not None
         invite, row, _ = await self.communities.invite_preview(code)
         try:
-            await self.communities.browser_join(row, self.principal, invite=invite)
+            status, _ = await self.communities.browser_join(row, self.principal, invite=invite)
         except ApiError as exc:
             if exc.code != "already_member":
                 raise
             self.see_other(community_path(row))  # the page says "Member"; no use was counted
             return
-        self.see_other(community_path(row) + "?done=joined")
+        self.see_other(community_path(row) + ("?done=joined" if status == 201 else "?done=requested"))
 
     def render_error(self, status: int, exc: BaseException | None) -> None:
         code = exc.code if isinstance(exc, ApiError) else None
