@@ -160,3 +160,39 @@ async def test_an_invite_link_made_in_the_browser_lets_a_signed_out_person_sign_
         (picnic,) = [r for r in await invites_store.list_invites(app.db, did, limit=10, before_id=None)
                      if r["note"] == "Picnic"]
         assert picnic["uses"] == 0
+
+
+async def test_without_javascript_an_invite_admits_someone_whose_request_was_waiting(
+        app, client, service, devnet, new_handle, tmp_path):
+    base = app.config.server.base_url
+    alice = devnet.create_account(new_handle("alice"))
+    bob = devnet.create_account(new_handle("bob"))
+    pages = Pages(Path(os.environ.get("WEBINV_SHOTS") or tmp_path), js=False)
+    api = await Api.make(app, client)
+    name = f"Quiet {os.urandom(3).hex()}"
+    community = await api.create(alice, name, "private")
+    did = community["did"]
+    asked = await api.join(did, bob["did"])
+    assert asked.status == 202, asked.text
+    made = await api.post(api.path(did, "/invites"), {"adminDid": alice["did"], "maxUses": 3})
+    assert made.status == 201, made.text
+    link = made.json()["url"]
+
+    async with chromium() as browser:
+        ctx, b_client = await signed_in_context(browser, app, service, bob, js=False)
+        page = await ctx.new_page()
+        await page.goto(link)
+        assert await page.locator("h1").inner_text() == name
+        assert "You asked to join earlier" in await page.locator(".action").inner_text()
+        await pages.check(page, "invite-pending-nojs")
+        await page.get_by_role("button", name=f"Join {name}").click()
+        await page.wait_for_url(base + f"/c/{community['handle']}?done=joined")
+        assert "You joined this community." in await page.get_by_role("status").inner_text()
+        # a member of the private community now: its members are shown to him
+        assert bob["handle"] in await page.locator("#members").inner_text()
+        await pages.check(page, "invite-joined-private-nojs")
+    assert await api.check(did, bob["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
+    assert await members_store.get_request(app.db, did, bob["did"]) is None
+    assert (await b_client.get(f"/communities/{did}")).json()["membership"]["isMember"] is True
+    (stored,) = await invites_store.list_invites(app.db, did, limit=5, before_id=None)
+    assert stored["uses"] == 1
