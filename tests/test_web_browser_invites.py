@@ -18,11 +18,9 @@ import pytest
 from store import invites as invites_store
 from store import members as members_store
 from tests.fixtures_communities import Api, proofs_on_pds
-from tests.test_web_browser import CHROMIUM_ARGS, Pages, chromium, membership_record, signed_in_context
+from tests.test_web_browser import Pages, chromium, membership_record, signed_in_context
 
 pytestmark = [pytest.mark.pds, pytest.mark.browser]
-
-__all__ = ["CHROMIUM_ARGS"]
 
 
 @pytest.fixture
