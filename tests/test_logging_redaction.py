@@ -111,6 +111,9 @@ def test_the_daemon_logs_no_oauth_code_state_token_or_key(daemon):
     ("Authorization: DPoP eyJhbGciOi.eyJzdWIi.c2ln", f"Authorization: DPoP {REDACTED}"),
     ("did:plc:abc joined community did:plc:def", "did:plc:abc joined community did:plc:def"),
     ("200 GET /api/v1/invites/Zk3_q-8xYbT2wLmN0pQrS4uV 2.1ms", f"200 GET /api/v1/invites/{REDACTED} 2.1ms"),
+    ("302 GET /invite/Zk3_q-8xYbT2wLmN0pQrS4uV 2.1ms", f"302 GET /invite/{REDACTED} 2.1ms"),
+    ("login returnTo=%2Finvite%2FZk3_q-8xYbT2wLmN0pQrS4uV", f"login returnTo=%2Finvite%2F{REDACTED}"),
+    ("return_to='/invite/Zk3_q-8xYbT2wLmN0pQrS4uV'", f"return_to='/invite/{REDACTED}'"),
     ("DELETE /api/v1/communities/did:plc:x/invites/inv_12", "DELETE /api/v1/communities/did:plc:x/invites/inv_12"),
 ])
 def test_redact_hides_the_documented_secrets_and_nothing_else(text, expected):

@@ -14,8 +14,9 @@ record's formatted message and traceback with `redact`. What it hides (docs/oper
   values (``return_to=/x%3Fcode%3D...``); a JWK's private members (``"d"``, ``"p"`` ...);
 * API keys (``cr_`` + 64 hex digits), bare JWTs (``eyJ….eyJ….…``) and ``Bearer``/``DPoP``/
   ``Basic`` credentials (any case) wherever they appear;
-* invite codes in paths (``/invites/<code>``: the access log of the preview, a join link,
-  a revocation by code); an invite's short list id (``inv_<n>``) is not a secret and stays.
+* invite codes in paths (``/invites/<code>``: the access log of the preview, a revocation
+  by code; ``/invite/<code>``: the invite's page, also URL-encoded as a sign-in's return
+  address); an invite's short list id (``inv_<n>``) is not a secret and stays.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ _AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", r
 # A bare JWT (header.payload.signature, each base64url; header and payload are JSON objects).
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # An invite code in a path (codes are 24 URL-safe characters; list ids are inv_<digits>).
-_INVITE_PATH = re.compile(r"(/invites/)(?!inv_\d+\b)[A-Za-z0-9_-]{16,}")
+_INVITE_PATH = re.compile(r"((?:/|%2F)invites?(?:/|%2F))(?!inv_\d+\b)[A-Za-z0-9_-]{16,}", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
@@ -69,7 +70,7 @@ def redact(text: str) -> str:
         text = _API_KEY.sub(REDACTED, text)
     if "eyJ" in text:
         text = _JWT.sub(REDACTED, text)
-    if "/invites/" in text:
+    if "invite" in text:
         text = _INVITE_PATH.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     lowered = text.lower()
     if "bearer" in lowered or "dpop" in lowered or "basic" in lowered:

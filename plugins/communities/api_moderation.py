@@ -19,10 +19,7 @@ from plugins.communities.access import member_status, require_manager
 from plugins.communities.api import ApiBase
 from plugins.communities.capabilities import require_capability
 from plugins.communities.denials import audit_denials
-from plugins.communities.views import community_summary
 from store import bans as bans_store
-from store import communities as communities_store
-from store import invites as invites_store
 
 #: An invite code, or an invite's id from the list (``inv_<n>``), in a path.
 CODE = r"([A-Za-z0-9_-]{1,64})"
@@ -76,11 +73,9 @@ class InvitesHandler(ApiBase):
         row = await common.community_for(self, did)
         admin = common.query_did(self, "adminDid", required=True)
         actor = await self.acting(admin, row)
-        await require_manager(self.app.db, row, self.principal.app_id)
-        require_capability(await member_status(self.app.db, row["did"], admin), "invites.manage")
         limit, cursor = self.page_params(1, "i")
-        rows = await invites_store.list_invites(self.app.db, row["did"], limit=limit + 1,
-                                                before_id=int(cursor[0]) if cursor else None)
+        rows = await invites.listing(self.app, row, actor, limit=limit + 1,
+                                     before_id=int(cursor[0]) if cursor else None)
         out: dict[str, Any] = {"invites": [invites.invite_json(r) for r in rows[:limit]]}
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
@@ -111,15 +106,8 @@ class InvitePreviewHandler(BaseHandler):
                "(public; no roster)", responses={200: S.INVITE_PREVIEW},
                errors={404: "", 410: "", 429: "too many previews from this address"})
     async def get(self, code: str) -> None:
-        invite = await invites.usable(self.app, code)
-        row = await communities_store.get_community(self.app.db, invite["community_did"])
-        if row is None or row["state"] != "active":
-            raise invites.NOT_FOUND()
-        summary = community_summary(row)
-        self.send_json({"community": {k: summary[k] for k in ("did", "handle", "displayName", "description",
-                                                              "avatar", "type", "memberCount")},
-                        "invite": {"expiresAt": invite["expires_at"], "maxUses": invite["max_uses"],
-                                   "uses": invite["uses"]}})
+        invite, row = await invites.preview(self.app, code)
+        self.send_json(invites.preview_json(invite, row))
 
 
 class BansHandler(ApiBase):

@@ -4,9 +4,11 @@ delegates to the function the JSON routes call, so a page and a route do the sam
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import contextlib
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from plugins.communities import common, service, uploads, views
+from daemon.http.base import ApiError
+from plugins.communities import common, denials, invites, service, uploads, views
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
@@ -85,8 +87,43 @@ class Communities:
                         manage: bool = False) -> dict[str, Any]:
         return await service.allow_app(self.app, row, app_id, actor, allow, manage=manage)
 
-    async def browser_join(self, row: "Row", principal: "Principal") -> tuple[int, dict[str, Any]]:
-        return await service.browser_join(self.app, row, principal)
+    async def browser_join(self, row: "Row", principal: "Principal", *,
+                           invite: "Row | None" = None) -> tuple[int, dict[str, Any]]:
+        return await service.browser_join(self.app, row, principal, invite=invite)
+
+    # invites (invites.py): the page's preview and join, and the admins' page
+    async def invite_preview(self, code: str) -> tuple["Row", "Row", dict[str, Any]]:
+        invite, row = await invites.preview(self.app, code)
+        return invite, row, invites.preview_json(invite, row)
+
+    async def list_invites(self, row: "Row", actor: "Actor", *, limit: int,
+                           before_id: int | None) -> list[dict[str, Any]]:
+        async with self._denials_audited(row, actor, "invite.list"):
+            rows = await invites.listing(self.app, row, actor, limit=limit, before_id=before_id)
+        return [invites.invite_json(r) for r in rows]
+
+    async def create_invite(self, row: "Row", actor: "Actor", *, max_uses: int | None,
+                            expires_at: str | None, note: str | None) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "invite.create"):
+            return await invites.create(self.app, row, actor, max_uses=max_uses, expires_at=expires_at,
+                                        note=note)
+
+    async def revoke_invite(self, row: "Row", code_or_id: str, actor: "Actor") -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "invite.revoke"):
+            return await invites.revoke(self.app, row, code_or_id, actor)
+
+    @contextlib.asynccontextmanager
+    async def _denials_audited(self, row: "Row", actor: "Actor", action: str) -> AsyncIterator[None]:
+        """A 403 is written to the audit log, as the API's `@audit_denials` does."""
+        try:
+            yield
+        except ApiError as exc:
+            if exc.status == 403:
+                try:
+                    await denials.record(self.app, row["did"], actor, action, exc.code)
+                except Exception as err:  # noqa: BLE001 (the refusal is answered all the same)
+                    denials.log.warning("could not audit a denied %s in %s: %r", action, row["did"], err)
+            raise
 
     async def browser_leave(self, row: "Row", principal: "Principal") -> dict[str, Any]:
         return await service.browser_leave(self.app, row, principal)

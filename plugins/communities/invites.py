@@ -19,6 +19,8 @@ from daemon.security.access import member_status, require_manager
 from daemon.http.base import ApiError
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import Actor, active_tx, audit_tx
+from plugins.communities.views import community_summary
+from store import communities as communities_store
 from store import invites as invites_store
 from store.db import Row, Transaction
 
@@ -37,8 +39,14 @@ def code_hash(code: str) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
+#: The invite's page for people (the web plugin's `/invite/<code>`); the JSON preview of
+#: the same code is `/api/v1/invites/<code>`.
+PAGE_PATH = "/invite/"
+
+
 def invite_url(app: "Application", code: str) -> str:
-    return f"{app.config.server.base_url.rstrip('/')}/api/v1/invites/{code}"
+    """The link to hand out: the page a person opens in a browser to see and join."""
+    return f"{app.config.server.base_url.rstrip('/')}{PAGE_PATH}{code}"
 
 
 def refusal(invite: Row, now: str) -> ApiError | None:
@@ -68,6 +76,25 @@ async def usable(app: "Application", code: str, community_did: str | None = None
     return invite
 
 
+async def preview(app: "Application", code: str) -> tuple[Row, Row]:
+    """The usable invite `code` names and its (active) community: what the public preview
+    shows, whoever asks (404 if unknown or the community is gone, 410 if unusable)."""
+    invite = await usable(app, code)
+    row = await communities_store.get_community(app.db, invite["community_did"])
+    if row is None or row["state"] != "active":
+        raise NOT_FOUND()
+    return invite, row
+
+
+def preview_json(invite: Row, community: Row) -> dict[str, Any]:
+    """The preview's answer: the community without its roster, and the invite's limits."""
+    summary = community_summary(community)
+    return {"community": {k: summary[k] for k in ("did", "handle", "displayName", "description",
+                                                  "avatar", "type", "memberCount")},
+            "invite": {"expiresAt": invite["expires_at"], "maxUses": invite["max_uses"],
+                       "uses": invite["uses"]}}
+
+
 async def claim_tx(app: "Application", tx: Transaction, invite: Row) -> ApiError | None:
     """Count one use of `invite` in the admitting transaction; the 410 if it was used up,
     revoked or expired meanwhile."""
@@ -90,6 +117,15 @@ async def _require_manager_of_invites(tx: Transaction, did: str, actor: Actor) -
     await require_manager(tx, row, actor.app_id)
     require_capability(await member_status(tx, did, actor.did), "invites.manage")
     return row
+
+
+async def listing(app: "Application", community: Row, actor: Actor, *, limit: int,
+                  before_id: int | None) -> list[Row]:
+    """The community's invites, newest first (keyset on id), for a holder of
+    ``invites.manage`` acting through a managing app or their own session."""
+    await require_manager(app.db, community, actor.app_id)
+    require_capability(await member_status(app.db, community["did"], actor.did), "invites.manage")
+    return await invites_store.list_invites(app.db, community["did"], limit=limit, before_id=before_id)
 
 
 async def create(app: "Application", community: Row, actor: Actor, *, max_uses: int | None,

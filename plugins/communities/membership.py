@@ -329,8 +329,10 @@ def _rkey_of(uri: str | None) -> str | None:
     return uri.rsplit("/", 1)[-1] if uri and uri.count("/") >= 4 else None
 
 
-async def browser_join(app: "Application", community: Row, principal: Any) -> tuple[int, dict[str, Any]]:
-    """Join as the signed-in user: after the checks, put the user's own ``membership``
+async def browser_join(app: "Application", community: Row, principal: Any, *,
+                       invite: Row | None = None) -> tuple[int, dict[str, Any]]:
+    """Join as the signed-in user (with a usable `invite`, from `invites.usable`: a member
+    at once, one use counted, as the API's join with ``inviteCode``): after the checks, put the user's own ``membership``
     record (its key chosen once and kept in an intent, so a retry rewrites the same
     record), then the community's side; the intent is finished in the join's transaction.
     A crash in between is settled by the reconciler (reconcile.py: the record is deleted
@@ -351,7 +353,7 @@ async def browser_join(app: "Application", community: Row, principal: Any) -> tu
 
     async with app.writes.lock(key):
         return await join(app, community, user, Actor(user, None, proven=True), before_commit=write_own_record,
-                          finish_too=own)
+                          finish_too=own, invite=invite)
 
 
 async def browser_leave(app: "Application", community: Row, principal: Any) -> dict[str, Any]:

@@ -172,8 +172,10 @@ class PageHandler(BaseHandler):
         self.form, self.form_lists = {}, {}
         await super().admit()
         self.principal = await self._optional_session()
-        if self.principal is not None:
-            self.apply_rate_limit()  # the per-user session budget, as for the JSON routes
+        if self.principal is not None and self.rate_limit is None:
+            # the per-user session budget, as for the JSON routes (a page with its own
+            # bucket, such as the invite page's per-address `auth`, was counted above)
+            self.apply_rate_limit()
         if self.principal is None and (self.login_required or self.request.method in STATE_CHANGING):
             raise SignInRequired()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from daemon.security.access import member_status
 from daemon.http.base import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
@@ -84,8 +85,11 @@ class CommunityPage(PageHandler):
                 params["search"] = search
             more = f"{community_path(row)}?{urlencode(params)}#members"
         done = self.get_query_argument("done", "")
+        # a moderator (not an admin, so no settings link) who may make invite links
+        mine = await member_status(self.app.db, row["did"], viewer) if viewer else None
+        invites_link = bool(mine and not mine.is_admin and mine.holds("invites.manage"))
         self.render_page(
-            "community.html", title=community["displayName"], community=community,
+            "community.html", title=community["displayName"], community=community, invites_link=invites_link,
             path_of=community_path(row), action=self.action(row, status), membership=status,
             members=members["members"] if members else None, more=more, search=search,
             notice=NOTICES.get(done), paged=bool(self.get_query_argument("cursor", "")))
@@ -248,7 +252,7 @@ class SignOutAction(PageHandler):
 
 
 def routes() -> list[tuple]:
-    from plugins.web import admin, developer, pictures
+    from plugins.web import admin, developer, invites, pictures
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
@@ -258,4 +262,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes() + pictures.routes() + developer.routes()
+    ] + admin.routes() + invites.routes() + pictures.routes() + developer.routes()

@@ -31,6 +31,7 @@ NOTICES = {
     "deleted": "The community was deleted.",
     "app_allowed": "The app was granted access.",
     "app_revoked": "The app's access was revoked.",
+    "invite_revoked": "The invite was revoked: its link no longer lets anyone in.",
 }
 
 IDENT = r"([A-Za-z0-9._:%-]{1,253})"
