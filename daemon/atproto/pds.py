@@ -277,7 +277,7 @@ class RepoClient:
 
     async def _call(self, method: str, nsid: str, **kw: Any) -> dict[str, Any]:
         sync = getattr(self._app, "sync", None)
-        if method != "POST" or sync is None:
+        if method != "POST" or sync is None or sync.config.source == "off":  # no stream: nothing to recognise
             return await self._call_once_more_on_auth(method, nsid, **kw)
         with sync.writing(self.did):  # a write: its commit comes back through the stream
             res = await self._call_once_more_on_auth(method, nsid, **kw)
