@@ -3,11 +3,13 @@
 They ship with Commonroom as `commonroom_testing.http` (so a plugin's own tests can use
 them too); this module keeps the names the tests import."""
 
-from typing import Any
+import asyncio
+import time
+from typing import Any, Awaitable, Callable
 
 from commonroom_testing.http import Client, Response, Session, login_as, register_app, serve_app
 
-__all__ = ["Client", "Response", "Session", "login_as", "loopback_only", "register_app", "serve_app"]
+__all__ = ["Client", "Response", "Session", "eventually", "login_as", "loopback_only", "register_app", "serve_app"]
 
 
 def loopback_only(monkeypatch: Any) -> None:
@@ -37,3 +39,18 @@ def loopback_only(monkeypatch: Any) -> None:
     monkeypatch.setattr(netguard.Guard, "resolve", resolve)
     monkeypatch.setattr(identity, "_via_dns", no_dns)
 
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], what: str, *, within: float = 20.0,
+                     every: float = 0.1, context: Callable[[], str] | None = None) -> Any:
+    """Poll `check` until it answers something true, and return that; fail naming `what`
+    (and `context()`, e.g. a daemon's log) after `within` seconds. For states that arrive
+    eventually (the network's event stream), not a measure of speed: keep `within` generous."""
+    deadline = time.monotonic() + within
+    while True:
+        got = await check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {within:.0f} s: {what}" + (f"\n{context()}" if context else ""))
+        await asyncio.sleep(every)

@@ -7,10 +7,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import time
 import urllib.error
 import urllib.request
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -18,6 +17,7 @@ import pytest
 from daemon import hookimpl
 
 from tests.fixtures_communities import Api, proofs_on_pds
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.pds
 
@@ -62,7 +62,6 @@ def fail_once() -> FailOnce:
 def extra_plugins(recorder: Any, sync_recorder: SyncRecorder, fail_once: FailOnce) -> tuple:
     return (recorder, sync_recorder, fail_once)
 
-DEADLINE = 20.0  # generous: waiting for an eventual state, not measuring speed
 
 
 @pytest.fixture
@@ -70,15 +69,6 @@ def config_overrides(communities_config: dict[str, Any], devnet: Any) -> dict[st
     return {**communities_config, "sync": {"source": "firehose", "url": devnet.pds_url}}
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE:.0f} s: {what}")
-        await asyncio.sleep(0.1)
 
 
 async def live(app: Any, people: Any) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import os
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import yaml
 from daemon.runtime.app import create_app, load_config
 from tests.conftest import TEST_SECRET_KEY, deep_merge
 from tests.fixtures_communities import Api
-from tests.helpers import Client, login_as, register_app
+from tests.helpers import Client, eventually, login_as, register_app
 from tests.test_sync_network import pds_call
 from tests.test_webhooks_crash import Daemon, free_port
 
@@ -42,14 +41,7 @@ def sync_intents(db_path: Path) -> list[tuple[str, str]]:
 
 
 async def wait_for(check: Any, what: str, log: Path) -> Any:
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {DEADLINE:.0f} s: {what}\n{log.read_text()[-3000:]}")
-        await asyncio.sleep(0.2)
+    return await eventually(check, what, within=DEADLINE, every=0.2, context=lambda: log.read_text()[-3000:])
 
 
 def set_name(devnet: Any, user: dict[str, str], name: str) -> None:
