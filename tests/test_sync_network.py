@@ -281,6 +281,9 @@ async def test_the_services_own_writes_are_recognised_and_left_alone(app, client
 
 
 async def test_health_reports_the_sync(app, client, people):
+    async def connected() -> bool:  # nobody writes meanwhile: a quiet stream is live once connected
+        return (await client.get("/health")).json()["sync"]["state"] == "live"
+    await eventually(connected, "the sync is live on a quiet stream")
     await live(app, people)
     health = (await client.get("/health")).json()
     assert health["sync"]["state"] == "live"

@@ -53,6 +53,23 @@ async def _call_hook(hook: Any, **kwargs: Any) -> list[Any]:
     the runtime layer, so it does not import `daemon.runtime.plugins.call_hook`)."""
     return [await result if inspect.isawaitable(result) else result for result in hook(**kwargs)]
 
+
+class _Connected:
+    """The websocket's connect, marking the sync ``live`` as soon as the connection opens:
+    a quiet stream (a small PDS nobody writes to) is live too, not still "connecting"."""
+
+    def __init__(self, connect: Any, sync: "Sync") -> None:
+        self._connect, self._sync = connect, sync
+
+    async def __aenter__(self) -> Any:
+        websocket = await self._connect.__aenter__()
+        if self._sync.state != "stopped":
+            self._sync.state = "live"
+        return websocket
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._connect.__aexit__(*exc)
+
 class _Recheck:
     """A frame filtered out while the interest set may have been stale: filtered again
     after it is brought up to date."""
@@ -227,10 +244,12 @@ class Sync:
             async def _before_connect(self) -> None:
                 await sync._before_connect(self)
 
+            def _get_async_client(self) -> Any:
+                return _Connected(super()._get_async_client(), sync)
+
             def _decode_frame(self, raw_frame: Any) -> Any:
                 if sync._failures:
-                    sync._failures = 0
-                    sync.state = "live"
+                    sync._failures = 0  # a frame came: the connection works (backoff starts over)
                 compression = getattr(self, "_compression", None)  # Jetstream's zstd, when on
                 if compression is not None and isinstance(raw_frame, (bytes, bytearray)):
                     raw_frame = compression.decompress(bytes(raw_frame))
