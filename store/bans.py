@@ -1,20 +1,12 @@
-"""Bans of users from communities. A ban is active while `expires_at` is NULL or later
-than now (ISO 8601 strings of one shape compare as times)."""
+"""Bans of users from communities. Whether a ban is in force is read with the member's
+status (`store.members.active_ban`), so an admission reads one module."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from store.db import Database, Row, Transaction
-
-_ACTIVE = "(expires_at IS NULL OR expires_at > ?)"
-
-
-async def active_ban(reader: Database | Transaction, community_did: str, member_did: str, now: str) -> Row | None:
-    """The user's ban in force now, or None (a database or a transaction reads it)."""
-    return await reader.fetchone(
-        f"SELECT * FROM community_bans WHERE community_did = ? AND member_did = ? AND {_ACTIVE}",
-        (community_did, member_did, now))
+from store.members import active_ban
 
 
 async def put_ban_tx(tx: Transaction, *, community_did: str, member_did: str, reason: str | None,

@@ -38,6 +38,18 @@ async def status_for_app(db: Database, community_did: str, user_did: str, app_id
     return await db.fetchone_now(_CHECK_SQL, (app_id or "", user_did, user_did, community_did))
 
 
+# A ban is in force while `expires_at` is NULL or later than now (ISO 8601 strings of one
+# shape compare as times); store/bans.py keeps the bans themselves.
+_BAN_IN_FORCE = "(expires_at IS NULL OR expires_at > ?)"
+
+
+async def active_ban(reader: Reader, community_did: str, member_did: str, now: str) -> Row | None:
+    """The user's ban in force now, or None (a database or a transaction reads it)."""
+    return await reader.fetchone(
+        f"SELECT * FROM community_bans WHERE community_did = ? AND member_did = ? AND {_BAN_IN_FORCE}",
+        (community_did, member_did, now))
+
+
 async def get_member(db: Reader, community_did: str, member_did: str) -> Row | None:
     return await db.fetchone("SELECT * FROM members WHERE community_did = ? AND member_did = ?",
                              (community_did, member_did))

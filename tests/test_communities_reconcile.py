@@ -162,7 +162,7 @@ async def test_a_crashed_leave_puts_the_members_proof_back(app, client, people, 
 
 async def test_an_unfinished_admins_change_is_undone_from_the_index(app, client, people, clock):
     from daemon.atproto.accounts import community_repo
-    from plugins.communities import records as rec
+    from plugins.communities.steps import admins_record, nsid
     from tests.fixtures_communities import pds_record
 
     api = await Api.make(app, client)
@@ -175,7 +175,7 @@ async def test_an_unfinished_admins_change_is_undone_from_the_index(app, client,
                            payload={"admins": [alice["did"], bob["did"]]})
     repo = await community_repo(app, did)
     now = app.clock.iso_now()
-    await repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record([(alice["did"], now), (bob["did"], now)], now))
+    await repo.put_record(nsid(app, "admins"), "self", admins_record([(alice["did"], now), (bob["did"], now)], now))
 
     clock.advance(AFTER + 1)
     assert (await reconcile(app))["reconciled"] == 1

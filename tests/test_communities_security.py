@@ -99,7 +99,7 @@ async def test_private_visibility_grants_need_a_managing_app(app, client, people
 
 
 async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, people):
-    from plugins.communities import records as rec
+    from plugins.communities.steps import nsid
     from plugins.communities import service
     from store import communities as communities_store
     from store import intents as intents_store
@@ -117,7 +117,7 @@ async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, peop
     assert caught.value.status == 409
     from daemon.atproto.accounts import community_repo
     repo = await community_repo(app, did)
-    records, _ = await repo.list_records(rec.nsid(app, "membershipProof"), limit=100)
+    records, _ = await repo.list_records(nsid(app, "membershipProof"), limit=100)
     bobs = [r for r in records if r["value"]["memberDid"] == bob["did"]]
     assert len(bobs) == 1, bobs
     member = await app.db.fetchone("SELECT proof_rkey FROM members WHERE community_did = ? AND member_did = ?",

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from daemon.security.access import MemberStatus, member_status, require_manager
 from daemon.atproto.writes import pds
 from daemon.http.base import ApiError
-from plugins.communities import records as rec
-from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, audit_tx, community_lock,
-                                       community_repo_for, require_person, require_role)
+from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
+                                       community_lock, community_repo_for, nsid, require_person,
+                                       require_role)
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Row
@@ -45,7 +45,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
         intent = await app.writes.begin(kind=ADMINS, key=f"admins:{did}", community_did=did, operation=action,
                                         rkey="self", payload={"admins": [a for a, _ in new]})
         repo = await community_repo_for(app, did)
-        await pds(repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record(new, now)))
+        await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(new, now)))
         async with app.db.transaction("communities." + action) as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
             await members_store.set_admins_tx(tx, did, new)

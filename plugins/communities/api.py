@@ -18,21 +18,30 @@ from daemon.http.base import ApiError, BaseHandler, encode_cursor
 from daemon.http.lean import LeanHandler
 from daemon.http.openapi import BOOLEAN, DID, STRING, obj, operation, query
 from daemon.atproto.proofs import UserMethod
+from daemon.atproto.syntax import is_cid, require_at_uri, require_did
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
-from plugins.communities.access import checked_status, require_manager
+from plugins.communities.access import checked_status, require_community, require_manager
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
+from plugins.communities.steps import path_did
 from store import communities as communities_store
+from store.db import Row
 
 APP_ID = r"(app_[0-9a-f]{16})"
 
 
 class ApiBase(BaseHandler):
+    """An API-key route of this plugin: finds the path's community and names the acting user."""
+
     auth = "app"
     #: What each HTTP method does in a user's name (daemon/atproto/proofs.py, docs/identity.md).
     user_methods: dict[str, Any] = {}
+
+    async def community(self, raw_did: str) -> Row:
+        """The community the path names, as this app may see it (404 otherwise)."""
+        return await require_community(self.app, path_did(raw_did), self.principal)
 
     async def acting(self, did: str, community: Any = None, action: str | None = None) -> Actor:
         """The acting user `did` as the request names them, proven or not (a bad proof, or a
@@ -55,7 +64,7 @@ class CommunitiesHandler(ApiBase):
                responses={201: S.DETAILS}, errors={409: "The handle or account is taken", 502: ""})
     async def post(self) -> None:
         body = self.json_body()
-        creator = common.body_did(body, "creatorDid")
+        creator = require_did(body.get("creatorDid"), "creatorDid")
         actor = await self.acting(creator)
         fields = await common.create_fields(self, body)
         result = await service.create(self.app, actor, **fields)
@@ -88,7 +97,7 @@ class CommunityHandler(ApiBase):
     @operation("A community's details (a private one shows little to non-members)",
                params=[S.did_query("userDid", "show this user's membership")], responses={200: S.DETAILS})
     async def get(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         self.send_json(await common.details(self, row, common.query_did(self, "userDid")))
 
     @operation("Delete a community (its primary admin, through a trusted app)",
@@ -96,10 +105,10 @@ class CommunityHandler(ApiBase):
                responses={200: S.DELETED}, errors=(403, 409, 502))
     @audit_denials
     async def delete(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body(required=False)
         admin = body.get("adminDid") or self.get_query_argument("adminDid", None)
-        admin = common.body_did({"adminDid": admin}, "adminDid")
+        admin = require_did(admin, "adminDid")
         self.send_json(await service.delete(self.app, row, await self.acting(admin, row)))
 
 
@@ -113,12 +122,12 @@ class JoinHandler(ApiBase):
                            "expired, used up or revoked, 404 if unknown). 403 banned while a ban holds.",
                responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 410, 502))
     async def post(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body()
-        user = common.body_did(body, "userDid")
+        user = require_did(body.get("userDid"), "userDid")
         code = validate.string(body, "inviteCode", required=False, min_len=1, max_len=64)
         actor = await self.acting(user, row)
-        uri, cid = common.membership_ref(body)
+        uri, cid = membership_ref(body)
         invite = await invites.usable(self.app, code, row["did"]) if code is not None else None
         status, result = await service.join(self.app, row, user, actor,
                                             membership_uri=uri, membership_cid=cid, invite=invite)
@@ -131,8 +140,8 @@ class LeaveHandler(ApiBase):
     @operation("Leave a community, or withdraw a request to join", body=obj({"userDid": DID}, ["userDid"]),
                responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
-        row = await common.community_for(self, did)
-        user = common.body_did(self.json_body(), "userDid")
+        row = await self.community(did)
+        user = require_did(self.json_body().get("userDid"), "userDid")
         self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
 
 
@@ -145,7 +154,7 @@ class MembersHandler(ApiBase):
         query("search", description="part of a handle or name")],
         responses={200: S.MEMBERS}, errors=(403,))
     async def get(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         admin = common.query_did(self, "adminDid")
         public = common.query_bool(self, "public")  # checked even when unused: bad input is a 400
         if admin:
@@ -163,7 +172,7 @@ class PendingHandler(ApiBase):
                params=[S.did_query("adminDid", required=True)], responses={200: S.PENDING}, errors=(403,))
     @audit_denials
     async def get(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         await require_manager(self.app.db, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
@@ -180,10 +189,11 @@ class DecisionHandler(ApiBase):
                responses={200: S.CHANGE}, errors=(403, 409, 502))
     @audit_denials
     async def post(self, did: str, decision: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body()
-        admin = common.body_did(body, "adminDid")
-        member = common.body_did(body, "memberDid" if "memberDid" in body else "userDid")
+        admin = require_did(body.get("adminDid"), "adminDid")
+        field = "memberDid" if "memberDid" in body else "userDid"
+        member = require_did(body.get(field), field)
         actor = await self.acting(admin, row, decision)
         if decision == "approve":
             self.send_json(await service.approve(self.app, row, member, actor))
@@ -199,11 +209,10 @@ class MemberHandler(ApiBase):
                responses={200: S.CHANGE}, errors=(403, 409, 502))
     @audit_denials
     async def delete(self, did: str, member_did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         member = common.path_did(member_did)
         body = self.json_body(required=False)
-        admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
-                                "adminDid")
+        admin = require_did(body.get("adminDid") or self.get_query_argument("adminDid", None), "adminDid")
         self.send_json(await service.remove(self.app, row, member, await self.acting(admin, row),
                                             common.reason_field(body)))
 
@@ -220,16 +229,16 @@ class AdminsHandler(ApiBase):
                responses={200: S.ADMINS}, errors=(403, 409, 502))
     @audit_denials
     async def post(self, did: str, action: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body()
         if action == "transfer":
-            owner = common.body_did(body, "currentOwnerDid")
-            new_owner = common.body_did(body, "newOwnerDid")
+            owner = require_did(body.get("currentOwnerDid"), "currentOwnerDid")
+            new_owner = require_did(body.get("newOwnerDid"), "newOwnerDid")
             actor = await self.acting(owner, row, action)
             self.send_json(await service.transfer(self.app, row, new_owner, actor))
             return
-        admin = common.body_did(body, "adminDid")
-        member = common.body_did(body, "memberDid")
+        admin = require_did(body.get("adminDid"), "adminDid")
+        member = require_did(body.get("memberDid"), "memberDid")
         actor = await self.acting(admin, row, action)
         op = service.promote if action == "promote" else service.demote
         self.send_json(await op(self.app, row, member, actor))
@@ -244,7 +253,7 @@ class CheckHandler(LeanHandler):
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
                body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
     async def post(self, did: str) -> None:
-        user = common.body_did(self.json_body(), "userDid")
+        user = require_did(self.json_body().get("userDid"), "userDid")
         await self._answer(did, user)
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
@@ -265,7 +274,7 @@ class AuditLogHandler(ApiBase):
         responses={200: S.AUDIT}, errors=(403,))
     @audit_denials
     async def get(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         await require_manager(self.app.db, row, self.principal.app_id)
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
@@ -295,10 +304,9 @@ class AppVisibilityHandler(ApiBase):
         await self._change(did, app_id, False)
 
     async def _change(self, did: str, app_id: str, allow: bool) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body(required=False)
-        admin = common.body_did({"adminDid": body.get("adminDid") or self.get_query_argument("adminDid", None)},
-                                "adminDid")
+        admin = require_did(body.get("adminDid") or self.get_query_argument("adminDid", None), "adminDid")
         manage = bool(validate.boolean(body, "manage", default=False)) if allow else False
         if allow:
             from store import apps as apps_store
@@ -318,7 +326,7 @@ class SettingsHandler(ApiBase):
     @operation("A community's settings kept in this service (e.g. whether proofs are required)",
                responses={200: S.SETTINGS})
     async def get(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         self.send_json(policy.settings_json(row))
 
     @operation("Change a community's settings (an admin, through an app that manages it)",
@@ -328,9 +336,9 @@ class SettingsHandler(ApiBase):
                errors={401: "a missing or bad proof of the acting user", 403: "not_admin, app_not_trusted"})
     @audit_denials
     async def put(self, did: str) -> None:
-        row = await common.community_for(self, did)
+        row = await self.community(did)
         body = self.json_body()
-        admin = common.body_did(body, "adminDid")
+        admin = require_did(body.get("adminDid"), "adminDid")
         required = validate.boolean(body, "requireUserProof")
         visibility = common.visibility_fields(body)
         if required is None and not visibility:
@@ -357,3 +365,13 @@ def routes() -> list[tuple]:
         (base + r"/audit-log", AuditLogHandler),
         (base + r"/apps/" + APP_ID, AppVisibilityHandler),
     ]
+
+
+def membership_ref(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    uri = body.get("membershipUri")
+    if uri is not None:
+        uri = require_at_uri(uri, "membershipUri")
+    cid = body.get("membershipCid")
+    if cid is not None and not is_cid(cid):
+        raise validate.invalid("membershipCid", "must be a CID")
+    return uri, cid

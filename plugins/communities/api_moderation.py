@@ -10,7 +10,7 @@ from typing import Any
 
 from daemon.http import validate
 from daemon.runtime.clock import iso
-from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.http.base import BaseHandler, encode_cursor
 from daemon.http.openapi import DID, obj, operation
 from daemon.atproto.proofs import UserMethod
 from plugins.communities import bans, common, invites

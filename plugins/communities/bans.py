@@ -16,44 +16,17 @@ from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import pds
 from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
-from plugins.communities import records as rec
+from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, admins_record, audit_tx,
+                                       community_lock, community_repo_for, nsid, require_person)
 from plugins.communities.capabilities import require_capability
-from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, audit_tx, community_lock,
-                                       community_repo_for, require_person)
 from store import bans as bans_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row, Transaction
+from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import MemberStatus
     from daemon.runtime.app import Application
-
-
-class Banned(ApiError):
-    """403 ``banned``; the body carries ``expiresAt`` (null: until lifted)."""
-
-    def __init__(self, ban: Row) -> None:
-        until = f" until {ban['expires_at']}" if ban["expires_at"] else ""
-        super().__init__(403, "banned", f"This user is banned from the community{until}.")
-        self.expires_at = ban["expires_at"]
-
-    def body(self) -> dict[str, Any]:
-        return {**super().body(), "expiresAt": self.expires_at}
-
-
-async def refuse_banned(app: "Application", community_did: str, user_did: str) -> None:
-    """403 ``banned`` if a ban on `user_did` is in force (joins, requests, invites)."""
-    ban = await bans_store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
-    if ban is not None:
-        raise Banned(ban)
-
-
-async def banned_tx(app: "Application", tx: Transaction, community_did: str, user_did: str) -> ApiError | None:
-    """The refusal, if a ban is in force, read inside an admission's own transaction (a ban
-    that committed after the admission's first check still holds)."""
-    ban = await bans_store.active_ban(tx, community_did, user_did, app.clock.iso_now())
-    return Banned(ban) if ban is not None else None
 
 
 def _may_ban(me: "MemberStatus", target: "MemberStatus") -> None:
@@ -85,7 +58,7 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
         await require_person(app, target_did, "memberDid")  # a ban in advance names a real person
     async with community_lock(app, did), app.writes.lock(f"proof:{did}:{target_did}"):
         _may_ban(await member_status(app.db, did, actor.did), await member_status(app.db, did, target_did))
-        if await bans_store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
+        if await members_store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
             raise ApiError(409, "already_banned", "This user is already banned; unban first to change the ban.")
         member = await members_store.get_member(app.db, did, target_did)
         was_admin = member is not None and member["admin_rank"] is not None
@@ -97,9 +70,9 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
                 rkey=member["proof_rkey"], payload={"memberDid": target_did, "wasAdmin": was_admin})
             repo = await community_repo_for(app, did)
             if was_admin:
-                await pds(repo.put_record(rec.nsid(app, "admins"), "self",
-                                          rec.admins_record(admins, app.clock.iso_now())))
-            await pds(repo.delete_record(rec.nsid(app, "membershipProof"), member["proof_rkey"]))
+                await pds(repo.put_record(nsid(app, "admins"), "self",
+                                          admins_record(admins, app.clock.iso_now())))
+            await pds(repo.delete_record(nsid(app, "membershipProof"), member["proof_rkey"]))
         async with app.db.transaction("communities.ban") as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
             if intent is not None:

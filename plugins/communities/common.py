@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote
 
 from daemon.http import validate
-from daemon.atproto.syntax import is_cid, is_did, require_at_uri, require_did
+from daemon.atproto.syntax import is_did, require_did
 from daemon.http.base import ApiError, BaseHandler, encode_cursor
 from plugins.communities import views
-from plugins.communities.access import NOT_FOUND, MemberStatus, member_status, require_community
+from plugins.communities.access import MemberStatus, member_status, require_community
 from plugins.communities.config import TYPES
+from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers' path parsing)
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Row
-
-#: A DID in a path; colons may arrive percent-encoded (Tornado decodes the group).
-DID = r"(did(?::|%3[Aa])[^/?#]+)"
-
-
-def path_did(value: str) -> str:
-    value = unquote(value)
-    if not is_did(value):
-        raise NOT_FOUND(value)
-    return value
 
 
 def body_did(body: dict[str, Any], field: str) -> str:
@@ -65,16 +55,6 @@ def community_fields(body: dict[str, Any], *, required: bool) -> dict[str, Any]:
             raise validate.invalid("type", f"must be one of {', '.join(TYPES)}")
         out["type"] = kind
     return out
-
-
-def membership_ref(body: dict[str, Any]) -> tuple[str | None, str | None]:
-    uri = body.get("membershipUri")
-    if uri is not None:
-        uri = require_at_uri(uri, "membershipUri")
-    cid = body.get("membershipCid")
-    if cid is not None and not is_cid(cid):
-        raise validate.invalid("membershipCid", "must be a CID")
-    return uri, cid
 
 
 def reason_field(body: dict[str, Any]) -> str | None:

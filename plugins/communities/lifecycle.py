@@ -16,9 +16,9 @@ from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import pds, roll_back
 from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
-from plugins.communities import records as rec
-from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, audit_tx, community_lock, community_repo_for,
-                                       fetch_profile, let_finish, require_person, require_role,
+from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, admins_record, audit_tx,
+                                       community_lock, community_repo_for, fetch_profile, let_finish,
+                                       membership_proof, nsid, profile_record, require_person, require_role,
                                        store_profile_tx)
 from store import accounts as accounts_store
 from store import communities as communities_store
@@ -110,12 +110,12 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
     repo = await community_repo_for(app, did)
     written: list[tuple[str, str]] = []
     try:
-        profile_nsid, admins_nsid, proof_nsid = (rec.nsid(app, n) for n in ("profile", "admins", "membershipProof"))
-        await pds(repo.put_record(profile_nsid, "self", rec.profile_record(dict(row), created_at=row["created_at"])))
+        profile_nsid, admins_nsid, proof_nsid = (nsid(app, n) for n in ("profile", "admins", "membershipProof"))
+        await pds(repo.put_record(profile_nsid, "self", profile_record(dict(row), created_at=row["created_at"])))
         written.append((profile_nsid, "self"))
-        await pds(repo.put_record(admins_nsid, "self", rec.admins_record([(actor.did, now)], now)))
+        await pds(repo.put_record(admins_nsid, "self", admins_record([(actor.did, now)], now)))
         written.append((admins_nsid, "self"))
-        proof = await pds(repo.put_record(proof_nsid, proof_rkey, rec.membership_proof(actor.did, now)))
+        proof = await pds(repo.put_record(proof_nsid, proof_rkey, membership_proof(actor.did, now)))
     except ApiError as exc:
         let_finish(profile_task)
         if await roll_back(repo, written):
@@ -172,8 +172,8 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
                                         operation="community.profile_updated", rkey="self",
                                         payload={"fields": changed})
         repo = await community_repo_for(app, did)
-        await pds(repo.put_record(rec.nsid(app, "profile"), "self",
-                                  rec.profile_record(merged, created_at=row["created_at"],
+        await pds(repo.put_record(nsid(app, "profile"), "self",
+                                  profile_record(merged, created_at=row["created_at"],
                                                      updated_at=app.clock.iso_now())))
         async with app.db.transaction("communities.profile") as tx:
             await active_tx(tx, did)
@@ -205,8 +205,8 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
             await app.writes.begin(kind=DELETE, key=f"delete:{did}", community_did=did,
                                    operation="community.deleted", rkey="self")
             repo = await community_repo_for(app, did)
-            await pds(repo.delete_record(rec.nsid(app, "admins"), "self"))
-            await pds(repo.delete_record(rec.nsid(app, "profile"), "self"))
+            await pds(repo.delete_record(nsid(app, "admins"), "self"))
+            await pds(repo.delete_record(nsid(app, "profile"), "self"))
         async with app.db.transaction("communities.delete") as tx:
             row = await active_tx(tx, did)
             await require_manager(tx, row, actor.app_id)

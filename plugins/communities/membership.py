@@ -14,12 +14,13 @@ from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import Intent, pds, roll_back
 from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
-from plugins.communities import bans, invites
-from plugins.communities import records as rec
+from plugins.communities import invites
+from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list,
+                                       admins_record, audit_tx, banned_tx, community_lock,
+                                       community_repo_for, fetch_profile, let_finish, membership_proof,
+                                       membership_record, nsid, refuse_banned, require_person,
+                                       store_profile_tx)
 from plugins.communities.capabilities import require_capability
-from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list, audit_tx,
-                                       community_lock, community_repo_for, fetch_profile, let_finish,
-                                       require_person, require_role, store_profile_tx)
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Row, Transaction
@@ -44,7 +45,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
     user's own membership record after the checks and returns its (uri, cid); the intents
     in `finish_too` (filled by then) are finished in the join's own transaction."""
     did = community["did"]
-    await bans.refuse_banned(app, did, user_did)
+    await refuse_banned(app, did, user_did)
     status = await member_status(app.db, did, user_did)
     if status.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
@@ -57,7 +58,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
             membership_uri, membership_cid = await before_commit()
         if community["type"] == "open" or invite is not None:
             async def admit_tx(tx: Transaction) -> ApiError | None:
-                return await bans.banned_tx(app, tx, did, user_did) or \
+                return await banned_tx(app, tx, did, user_did) or \
                     (await invites.claim_tx(app, tx, invite) if invite is not None else None)
 
             via = {"via": "invite", "inviteId": f"{invites.ID_PREFIX}{invite['id']}"} if invite is not None else None
@@ -73,7 +74,7 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
             if status.is_member or status.is_pending:
                 raise ApiError(409, "already_member" if status.is_member else "already_pending",
                                "This user is already a member or has already asked to join.")
-            banned = await bans.banned_tx(app, tx, did, user_did)
+            banned = await banned_tx(app, tx, did, user_did)
             if banned is not None:
                 raise banned
             await members_store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
@@ -117,13 +118,13 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
                           admit_tx: Callable[[Transaction], Awaitable[ApiError | None]] | None = None,
                           audit_metadata: dict[str, Any] | None = None) -> dict[str, Any]:
     did = community["did"]
-    collection = rec.nsid(app, "membershipProof")
+    collection = nsid(app, "membershipProof")
     pending = await app.writes.begin(kind=PROOF, key=key, community_did=did, operation=event,
                                      rkey=new_tid(app.clock), payload={"memberDid": user_did})
     rkey = pending.rkey
     confirmed_at = app.clock.iso_now()
     repo = await community_repo_for(app, did)
-    written = await pds(repo.put_record(collection, rkey, rec.membership_proof(
+    written = await pds(repo.put_record(collection, rkey, membership_proof(
         user_did, confirmed_at, membership_uri, membership_cid)))
     profile = await profile_task if profile_task is not None else None
     refusal: ApiError | None = None
@@ -283,8 +284,8 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
             rkey=member["proof_rkey"], payload={"memberDid": member_did, "wasAdmin": was_admin})
         repo = await community_repo_for(app, did)
         if was_admin:
-            await pds(repo.put_record(rec.nsid(app, "admins"), "self", rec.admins_record(admins, app.clock.iso_now())))
-        await pds(repo.delete_record(rec.nsid(app, "membershipProof"), member["proof_rkey"]))
+            await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(admins, app.clock.iso_now())))
+        await pds(repo.delete_record(nsid(app, "membershipProof"), member["proof_rkey"]))
         gone = False
         async with app.db.transaction("communities.remove") as tx:
             await active_tx(tx, did)
@@ -346,8 +347,8 @@ async def browser_join(app: "Application", community: Row, principal: Any, *,
             kind=MEMBERSHIP, key=key, community_did=did, operation="membership.put",
             rkey=new_tid(app.clock), payload={"userDid": user, "sessionId": principal.session_id})
         repo = await app.writes.user_repo(principal)
-        out = await pds(repo.put_record(rec.nsid(app, "membership"), intent.rkey,
-                                        rec.membership(did, app.clock.iso_now())))
+        out = await pds(repo.put_record(nsid(app, "membership"), intent.rkey,
+                                        membership_record(did, app.clock.iso_now())))
         own.append(intent)
         return out.get("uri"), out.get("cid")
 
@@ -363,7 +364,7 @@ async def browser_leave(app: "Application", community: Row, principal: Any) -> d
     leaving) or a crash leaves it to the reconciler, which deletes the record later."""
     did, user = community["did"], principal.did
     key = f"membership:{did}:{user}"
-    collection = rec.nsid(app, "membership")
+    collection = nsid(app, "membership")
     async with app.writes.lock(key):
         row = await members_store.get_member(app.db, did, user) or \
             await members_store.get_request(app.db, did, user)

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.writes import Intent, WriteKind
 from daemon.http.base import ApiError, Principal
-from plugins.communities import records as rec
-from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE, admins_list, audit_tx,
-                                       community_lock_key)
+from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE,
+                                       admins_list, admins_record, audit_tx, community_lock_key,
+                                       membership_proof, nsid, profile_record)
 from store import communities as communities_store
 from store import members as members_store
 
@@ -62,8 +62,8 @@ async def _repo(app: "Application", did: str) -> Any:
 
 
 async def _put_admins(app: "Application", repo: Any, did: str) -> str:
-    admins_nsid = rec.nsid(app, "admins")
-    await repo.put_record(admins_nsid, "self", rec.admins_record(await admins_list(app.db, did),
+    admins_nsid = nsid(app, "admins")
+    await repo.put_record(admins_nsid, "self", admins_record(await admins_list(app.db, did),
                                                                   app.clock.iso_now()))
     return f"put {admins_nsid}/self"
 
@@ -73,19 +73,19 @@ async def _undo_proof(app: "Application", intent: Intent) -> list[str]:
     member = await members_store.get_member(app.db, did, intent.payload.get("memberDid", ""))
     if member is not None and member["proof_rkey"] == rkey:
         return []
-    proof_nsid = rec.nsid(app, "membershipProof")
+    proof_nsid = nsid(app, "membershipProof")
     await (await _repo(app, did)).delete_record(proof_nsid, rkey)
     return [f"deleted {proof_nsid}/{rkey}"]
 
 
 async def _undo_remove(app: "Application", intent: Intent) -> list[str]:
     did, rkey = intent.community_did or "", intent.rkey
-    proof_nsid = rec.nsid(app, "membershipProof")
+    proof_nsid = nsid(app, "membershipProof")
     repo = await _repo(app, did)
     done: list[str] = []
     member = await members_store.get_member(app.db, did, intent.payload.get("memberDid", ""))
     if member is not None:
-        await repo.put_record(proof_nsid, member["proof_rkey"], rec.membership_proof(
+        await repo.put_record(proof_nsid, member["proof_rkey"], membership_proof(
             member["member_did"], member["confirmed_at"], member["membership_uri"],
             member["membership_cid"]))
         done.append(f"put {proof_nsid}/{member['proof_rkey']}")
@@ -105,8 +105,8 @@ async def _undo_admins(app: "Application", intent: Intent) -> list[str]:
 async def _undo_profile(app: "Application", intent: Intent) -> list[str]:
     did = intent.community_did or ""
     row = await communities_store.get_community(app.db, did)
-    profile_nsid = rec.nsid(app, "profile")
-    await (await _repo(app, did)).put_record(profile_nsid, "self", rec.profile_record(
+    profile_nsid = nsid(app, "profile")
+    await (await _repo(app, did)).put_record(profile_nsid, "self", profile_record(
         dict(row), created_at=row["created_at"], updated_at=row["updated_at"]))
     return [f"put {profile_nsid}/self"]
 
@@ -122,8 +122,8 @@ async def _undo_create(app: "Application", intent: Intent) -> list[str]:
     done = []
     for name, rkey in (("membershipProof", intent.rkey or community["proof_rkey"]), ("admins", "self"),
                        ("profile", "self")):
-        await repo.delete_record(rec.nsid(app, name), rkey)
-        done.append(f"deleted {rec.nsid(app, name)}/{rkey}")
+        await repo.delete_record(nsid(app, name), rkey)
+        done.append(f"deleted {nsid(app, name)}/{rkey}")
     return done
 
 
@@ -142,7 +142,7 @@ async def _undo_membership(app: "Application", intent: Intent) -> list[str]:
                 await members_store.get_request(app.db, did, user)):
         if row is not None and (row["membership_uri"] or "").endswith(suffix):
             return []
-    collection = rec.nsid(app, "membership")
+    collection = nsid(app, "membership")
     session_id = intent.payload.get("sessionId")
     try:
         if not session_id:

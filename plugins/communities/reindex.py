@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.runtime import cli
 from daemon.atproto.pds import blob_cid
-from plugins.communities import records as rec
+from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
-from plugins.communities.steps import audit_tx, community_lock, community_repo_for
 from store import communities as communities_store
 from store import intents as intents_store
 from store import members as members_store
@@ -33,13 +32,13 @@ async def reindex(app: "Application", did: str,
         raise LookupError(f"{did} is not a community of this service")
     async with community_lock(app, did):
         repo = await community_repo_for(app, did)
-        profile = await repo.get_record(rec.nsid(app, "profile"), "self")
-        admins = await repo.get_record(rec.nsid(app, "admins"), "self")
-        roles_record = await repo.get_record(rec.nsid(app, "roles"), "self")
+        profile = await repo.get_record(nsid(app, "profile"), "self")
+        admins = await repo.get_record(nsid(app, "admins"), "self")
+        roles_record = await repo.get_record(nsid(app, "roles"), "self")
         proofs: dict[str, tuple[str, dict[str, Any]]] = {}
         cursor = None
         while True:
-            records, cursor = await repo.list_records(rec.nsid(app, "membershipProof"), limit=100,
+            records, cursor = await repo.list_records(nsid(app, "membershipProof"), limit=100,
                                                       cursor=cursor)
             if progress is not None:
                 progress(f"read {len(proofs) + len(records)} membership proof(s) so far")

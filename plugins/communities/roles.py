@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import Intent, WriteKind, pds
 from daemon.http.base import ApiError
-from plugins.communities import records as rec
+from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
+                                       community_repo_for, nsid, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name)
-from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
-                                       community_repo_for, require_role)
 from store import communities as communities_store
 from store import roles as roles_store
 from store.db import Row
@@ -110,7 +109,7 @@ async def _write_roles(app: "Application", community: Row, actor: Actor, action:
         intent = await app.writes.begin(kind=ROLES, key=f"roles:{did}", community_did=did, operation=action,
                                         rkey="self", payload={"memberDid": target})
         repo = await community_repo_for(app, did)
-        await pds(repo.put_record(rec.nsid(app, "roles"), "self", roles_record(new_defs, new_holders, now)))
+        await pds(repo.put_record(nsid(app, "roles"), "self", roles_record(new_defs, new_holders, now)))
         async with app.db.transaction("communities." + action) as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
             for name in defs.keys() - new_defs.keys():
@@ -265,9 +264,9 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     if community is not None and community["state"] == "active":
         from daemon.atproto.accounts import community_repo
         defs, holders = await _state(app.db, did)
-        await (await community_repo(app, did)).put_record(rec.nsid(app, "roles"), "self",
+        await (await community_repo(app, did)).put_record(nsid(app, "roles"), "self",
                                                           roles_record(defs, holders, app.clock.iso_now()))
-        done.append(f"put {rec.nsid(app, 'roles')}/self")
+        done.append(f"put {nsid(app, 'roles')}/self")
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from urllib.parse import unquote
 
 from daemon.security.access import NOT_FOUND, Actor, MemberStatus
+from daemon.atproto.syntax import is_did
 from daemon.atproto.writes import pds
 from daemon.http.base import ApiError
 from store import audit as audit_store
@@ -35,6 +37,18 @@ PROFILE = "communities.profile"        # profile and image changes: the profile 
 MEMBERSHIP = "communities.membership"  # browser join, leave: the user's own membership record
 CREATE = "communities.create"          # create: profile, admins and the creator's proof put
 DELETE = "communities.delete"          # delete: the profile and admins records deleted
+
+
+#: A DID in a path; colons may arrive percent-encoded (Tornado decodes the group).
+DID = r"(did(?::|%3[Aa])[^/?#]+)"
+
+
+def path_did(value: str) -> str:
+    """The DID a URL path names (decoded), or 404 ``community_not_found``."""
+    value = unquote(value)
+    if not is_did(value):
+        raise NOT_FOUND(value)
+    return value
 
 
 def community_lock_key(did: str) -> str:
@@ -109,6 +123,33 @@ async def require_person(app: "Application", did: str, field: str) -> None:
     await require_known_did(app, did, field)
 
 
+class Banned(ApiError):
+    """403 ``banned``; the body carries ``expiresAt`` (null: until lifted)."""
+
+    def __init__(self, ban: Row) -> None:
+        until = f" until {ban['expires_at']}" if ban["expires_at"] else ""
+        super().__init__(403, "banned", f"This user is banned from the community{until}.")
+        self.expires_at = ban["expires_at"]
+
+    def body(self) -> dict[str, Any]:
+        return {**super().body(), "expiresAt": self.expires_at}
+
+
+async def refuse_banned(app: "Application", community_did: str, user_did: str) -> None:
+    """403 ``banned`` if a ban on `user_did` is in force (joins, requests, invites; the bans
+    themselves are bans.py's)."""
+    ban = await members_store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
+    if ban is not None:
+        raise Banned(ban)
+
+
+async def banned_tx(app: "Application", tx: Transaction, community_did: str, user_did: str) -> ApiError | None:
+    """The refusal, if a ban is in force, read inside an admission's own transaction (a ban
+    that committed after the admission's first check still holds)."""
+    ban = await members_store.active_ban(tx, community_did, user_did, app.clock.iso_now())
+    return Banned(ban) if ban is not None else None
+
+
 def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = False) -> None:
     if primary and not status.is_primary:
         raise ApiError(403, "not_primary_admin", "Only the primary admin may do this.")
@@ -126,3 +167,55 @@ async def active_tx(tx: Transaction, did: str) -> Row:
 async def admins_list(db: Reader, community_did: str) -> list[tuple[str, str]]:
     """The admins as (did, addedAt), primary first."""
     return [(r["member_did"], r["admin_since"]) for r in await members_store.admins(db, community_did)]
+
+
+# ------------------------------------------------------------------ the records
+# What this plugin writes to repos, in exactly the shapes of lexicons/*.json.
+
+
+def nsid(app: "Application", name: str) -> str:
+    """``profile`` -> ``community.commonroom.profile`` (the configured namespace)."""
+    return f"{app.config.atproto.namespace}.{name}"
+
+
+def blob_ref(cid: str, mime: str, size: int) -> dict[str, Any]:
+    return {"$type": "blob", "ref": {"$link": cid}, "mimeType": mime, "size": int(size)}
+
+
+def profile_record(row: Mapping[str, Any], *, created_at: str,
+                   updated_at: str | None = None) -> dict[str, Any]:
+    """`<ns>.profile` (rkey self) from an index row as a dict (display_name, description,
+    type, avatar_cid/mime/size, banner_cid/mime/size)."""
+    out: dict[str, Any] = {"displayName": row["display_name"], "type": row["type"],
+                           "createdAt": created_at}
+    if row.get("description"):
+        out["description"] = row["description"]
+    for image in ("avatar", "banner"):
+        if row.get(f"{image}_cid"):
+            out[image] = blob_ref(row[f"{image}_cid"], row.get(f"{image}_mime") or "image/png",
+                                  row.get(f"{image}_size") or 0)
+    if updated_at:
+        out["updatedAt"] = updated_at
+    return out
+
+
+def admins_record(admins: Sequence[tuple[str, str]], updated_at: str) -> dict[str, Any]:
+    """`<ns>.admins` (rkey self): index 0 is the primary admin."""
+    return {"admins": [{"did": did, "addedAt": added} for did, added in admins],
+            "updatedAt": updated_at}
+
+
+def membership_proof(member_did: str, confirmed_at: str, membership_uri: str | None = None,
+                     membership_cid: str | None = None) -> dict[str, Any]:
+    """`<ns>.membershipProof` (rkey TID) in the community's repo."""
+    out: dict[str, Any] = {"memberDid": member_did, "confirmedAt": confirmed_at}
+    if membership_uri:
+        out["membershipUri"] = membership_uri
+    if membership_cid:
+        out["cid"] = membership_cid
+    return out
+
+
+def membership_record(community_did: str, joined_at: str) -> dict[str, Any]:
+    """`<ns>.membership` (rkey TID) in the user's own repo."""
+    return {"community": community_did, "joinedAt": joined_at}

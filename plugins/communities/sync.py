@@ -34,9 +34,8 @@ from daemon.security.access import member_status
 from daemon.atproto.writes import Intent, WriteKind
 from daemon.http.base import ApiError
 from daemon.sync import Interest, SyncEvent
-from plugins.communities import records as rec
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
-                                       community_lock, community_repo_for)
+                                       community_lock, community_repo_for, nsid)
 from store import communities as communities_store
 from store import intents as intents_store
 from store import members as members_store
@@ -58,7 +57,7 @@ _PROFILE = "app.bsky.actor.profile"
 def interest(app: "Application") -> Interest:
     """Members, people asking to join and communities; and any repo's ``membership``
     records (someone unknown may join by writing one)."""
-    membership = rec.nsid(app, "membership")
+    membership = nsid(app, "membership")
 
     async def load(db: Database, mark: Any) -> tuple[set[str], Any]:
         return await sync_store.interest_since(db, mark or (0, 0, 0))
@@ -70,8 +69,8 @@ def interest(app: "Application") -> Interest:
 
 
 async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent]) -> None:
-    names = {"membership": rec.nsid(app, "membership"), "profile": rec.nsid(app, "profile"),
-             "admins": rec.nsid(app, "admins")}
+    names = {"membership": nsid(app, "membership"), "profile": nsid(app, "profile"),
+             "admins": nsid(app, "admins")}
     communities = await sync_store.communities_by_dids_tx(tx, sorted({e.did for e in events if e.did}))
     now = app.clock.iso_now()
     for event in events:
@@ -190,7 +189,7 @@ async def _own_record(app: "Application", did: str, rkey: str) -> dict[str, Any]
     info = await resolve_did(app, did)
     if not info.pds_url:
         raise ApiError(400, "no_pds", f"{did} names no PDS")
-    got = await get_record(app, info.pds_url, did, rec.nsid(app, "membership"), rkey)
+    got = await get_record(app, info.pds_url, did, nsid(app, "membership"), rkey)
     return got["value"] if got is not None and isinstance(got.get("value"), dict) else None
 
 
@@ -251,8 +250,8 @@ async def _refresh(app: "Application", intent: Intent) -> str:
             # A command of ours did not finish: the reconciler settles it first.
             raise ApiError(503, "community_busy", "A write to the community's repo is unsettled.")
         repo = await community_repo_for(app, did)
-        profile = await repo.get_record(rec.nsid(app, "profile"), "self")
-        admins = await repo.get_record(rec.nsid(app, "admins"), "self")
+        profile = await repo.get_record(nsid(app, "profile"), "self")
+        admins = await repo.get_record(nsid(app, "admins"), "self")
         now = app.clock.iso_now()
         async with app.db.transaction("communities.sync_refresh") as tx:
             row = await communities_store.get_community(tx, did)

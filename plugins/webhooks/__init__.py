@@ -9,6 +9,7 @@ from typing import Any
 from daemon import hookimpl
 
 from plugins.webhooks import delivery, handlers, metrics, operator, owner
+from plugins.webhooks.delivery import cr_event_tx  # noqa: F401 (the hook lives with the queue it fills)
 from plugins.webhooks.facade import Webhooks, webhooks_of
 from plugins.webhooks.settings import WebhooksConfig, check
 
@@ -64,8 +65,3 @@ def cr_startup(app: Any) -> None:
 def cr_shutdown(app: Any) -> Any:
     d = webhooks_of(app).dispatcher
     return d.stop() if d is not None else None
-
-
-@hookimpl
-def cr_event_tx(app: Any, tx: Any, event: Any) -> Any:
-    return delivery.enqueue_tx(app, tx, event)

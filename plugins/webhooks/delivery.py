@@ -23,10 +23,11 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpcore
 
+from daemon import hookimpl
 from daemon.runtime.clock import iso
 from daemon.runtime.events import Event
 from daemon.security.netguard import Guard, GuardedBackend
@@ -60,6 +61,12 @@ def previous_secret_context(webhook_id: str) -> str:
 
 
 # ------------------------------------------------------------------ fan-out
+
+
+@hookimpl
+def cr_event_tx(app: "Application", tx: Transaction, event: Event) -> Any:
+    """The hook (re-exported by the plugin's module): an event's deliveries join its transaction."""
+    return enqueue_tx(app, tx, event)
 
 
 async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
