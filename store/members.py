@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from store.db import Database, Reader, Row, Transaction
 
@@ -158,6 +158,55 @@ async def list_members(db: Database, community_did: str, *, limit: int, after_id
         "SELECT m.*, p.handle, p.display_name, p.avatar_url FROM members m "
         "LEFT JOIN user_profiles p ON p.did = m.member_did "
         f"WHERE {' AND '.join(where)} ORDER BY m.id LIMIT ?", params)
+
+
+# A page of members as JSON text, concatenated by SQLite from each member's parts, which
+# triggers keep (plugins/communities/migrations/0008_member_page_json.sql): the same
+# objects, keys and order as `plugins.communities.views.member_json`, without a dict per
+# member or the JSON encoder, which were most of what a page of 100 cost (issue 16,
+# docs/performance.md). A member whose part is NULL (roles that are not role names)
+# makes `odd` true, and the caller builds that page from rows.
+_NO_PROFILE = "',\"handle\":null,\"displayName\":null,\"avatar\":null'"
+_ADMIN_TAIL = ("substr(m.page_tail, 1, length(m.page_tail) - 1) || ',\"membershipUri\":' || "
+               "json_quote(m.membership_uri) || ',\"appId\":' || json_quote(m.app_id) || '}'")
+
+
+def _member_page_sql(admin_view: bool) -> str:
+    tail = _ADMIN_TAIL if admin_view else "m.page_tail"
+    # group_concat keeps the order in which the subquery hands it rows (by id).
+    return (
+        "SELECT '[' || ifnull(group_concat(j, ','), '') || ']' AS members, group_concat(id) AS ids, "
+        "count(*) AS n, ifnull(max(odd), 0) AS odd FROM (SELECT m.id, m.page_tail IS NULL AS odd, "
+        f"m.page_head || ifnull(p.page_json, {_NO_PROFILE}) || {tail} AS j "
+        # The index names the plan: with statistics that say one community holds most
+        # members, SQLite would otherwise walk the whole table by id for a small one.
+        "FROM members m INDEXED BY members_by_community LEFT JOIN user_profiles p ON p.did = m.member_did "
+        "WHERE m.community_did = ? AND m.id > ? AND " + _ACTIVE_ACCOUNT + " ORDER BY m.id LIMIT ?)")
+
+
+_MEMBER_PAGE_SQL = {admin_view: _member_page_sql(admin_view) for admin_view in (False, True)}
+
+
+class MemberPage(NamedTuple):
+    members: str         #: a JSON array of `member_json` objects
+    last_id: int | None  #: the keyset cursor after the last of them, if another page follows
+    odd: bool            #: a row's roles need the slow way (see above): build the page from rows
+
+
+async def member_page(db: Database, community_did: str, *, limit: int, after_id: int | None,
+                      admin_view: bool) -> MemberPage:
+    """The `limit` members after `after_id`, as JSON text. It reads one row more than it
+    answers, to know whether another page follows: a bounded index range read of at most
+    `limit` + 1 rows, so it is answered on the event-loop thread (`fetchone_now`)."""
+    row = await db.fetchone_now(_MEMBER_PAGE_SQL[admin_view], (community_did, after_id or 0, limit + 1))
+    assert row is not None
+    members, ids, n, odd = row
+    if n <= limit:
+        return MemberPage(members, None, bool(odd))
+    # Drop the extra member: a JSON string never holds an unescaped quote, so the last
+    # `,{"did":` is where the last object begins.
+    cut = members.rfind(',{"did":')
+    return MemberPage(members[:cut] + "]", int(ids.rsplit(",", 2)[-2]), bool(odd))
 
 
 async def list_requests(db: Database, community_did: str, *, limit: int,

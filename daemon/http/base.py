@@ -604,10 +604,14 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     # ---------------------------------------------------------------- output
 
     def send_json(self, value: Any, status: int = 200) -> None:
+        self.send_json_bytes(encode_json(value), status)
+
+    def send_json_bytes(self, body: bytes, status: int = 200) -> None:
+        """Answer JSON already encoded (e.g. built by SQLite: store.members.member_page)."""
         if status != 200:
             self.set_status(status)
         self.put_header("Content-Type", _JSON_CT)
-        self.finish(encode_json(value))
+        self.finish(body)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import logging
 import re
 import time
@@ -63,6 +64,17 @@ class _HttpDate:
         if int(now) != cls.second:
             cls.second, cls.value = int(now), httputil.format_timestamp(now)
         return cls.value
+
+
+_ETAGS = re.compile(r'\*|(?:W/)?"[^"]*"')
+
+
+def _etag_matches(etag: str, if_none_match: str | None) -> bool:
+    """Whether `If-None-Match` names `etag` (or ``*``), compared weakly, as Tornado does."""
+    if not if_none_match:
+        return False
+    tags = _ETAGS.findall(if_none_match)
+    return bool(tags) and (tags[0] == "*" or any(t.removeprefix("W/") == etag for t in tags))
 
 
 class LeanHandler(RequestLogic):
@@ -111,18 +123,30 @@ class LeanHandler(RequestLogic):
     def send_json(self, value: Any, status: int = 200) -> None:
         self._respond(status, encode_json(value))
 
+    def send_json_bytes(self, body: bytes, status: int = 200) -> None:
+        """Answer JSON already encoded (e.g. built by SQLite: store.members.member_page)."""
+        self._respond(status, body)
+
     def _respond(self, status: int, body: bytes) -> None:
         if self._finished:
             raise RuntimeError("the response was already sent")
         self._finished = True
-        self._status = status
         headers = self._headers
+        if status == 200 and self.request.method in ("GET", "HEAD"):
+            # As a RequestHandler does: an ETag, and 304 when the client has this version.
+            headers["Etag"] = etag = f'"{hashlib.sha1(body).hexdigest()}"'
+            if _etag_matches(etag, self.request.headers.get("If-None-Match")):
+                status, body = 304, b""
+        self._status = status
+        if status == 304:
+            conn = self.request.connection
+            conn.write_headers(httputil.ResponseStartLine("", 304, "Not Modified"), self._final(headers), b"")
+            conn.finish()
+            self.application.log_request(self)
+            return
         headers["Content-Type"] = _JSON_CT
         headers["Content-Length"] = str(len(body))
-        headers["Date"] = _HttpDate.now()
-        headers["Server"] = SERVER_HEADER
-        if self.close_connection:
-            headers["Connection"] = "close"
+        self._final(headers)
         if self.request.method == "HEAD":
             body = b""
         conn = self.request.connection
@@ -130,6 +154,13 @@ class LeanHandler(RequestLogic):
                            headers, body)
         conn.finish()
         self.application.log_request(self)
+
+    def _final(self, headers: httputil.HTTPHeaders) -> httputil.HTTPHeaders:
+        headers["Date"] = _HttpDate.now()
+        headers["Server"] = SERVER_HEADER
+        if self.close_connection:
+            headers["Connection"] = "close"
+        return headers
 
     def _respond_error(self, exc: BaseException) -> None:
         status = exc.status if isinstance(exc, ApiError) else 500

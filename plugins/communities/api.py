@@ -32,16 +32,23 @@ from store.db import Row
 APP_ID = r"(app_[0-9a-f]{16})"
 
 
-class ApiBase(BaseHandler):
+class CommunityRoute:
+    """Finds the community a route's path names (for `ApiBase` and the lean routes)."""
+
+    app: Any
+    principal: Any
+
+    async def community(self, raw_did: str) -> Row:
+        """The community the path names, as this app may see it (404 otherwise)."""
+        return await require_community(self.app, path_did(raw_did), self.principal)
+
+
+class ApiBase(CommunityRoute, BaseHandler):
     """An API-key route of this plugin: finds the path's community and names the acting user."""
 
     auth = "app"
     #: What each HTTP method does in a user's name (daemon/atproto/proofs.py, docs/identity.md).
     user_methods: dict[str, Any] = {}
-
-    async def community(self, raw_did: str) -> Row:
-        """The community the path names, as this app may see it (404 otherwise)."""
-        return await require_community(self.app, path_did(raw_did), self.principal)
 
     async def acting(self, did: str, community: Any = None, action: str | None = None) -> Actor:
         """The acting user `did` as the request names them, proven or not (a bad proof, or a
@@ -145,7 +152,13 @@ class LeaveHandler(ApiBase):
         self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
 
 
-class MembersHandler(ApiBase):
+class MembersHandler(CommunityRoute, LeanHandler):
+    """A page of members. Apps render member lists on every community view, so it is a
+    lean route (`daemon.http.lean`) and the page's JSON is built by SQLite
+    (`common.members_json`)."""
+
+    auth = "app"
+
     @operation("A community's members", paged=True, params=[
         S.did_query("userDid", "the viewer (a private community shows members to members only)"),
         S.did_query("adminDid", "an admin viewing: adds membershipUri and appId"),
@@ -162,7 +175,7 @@ class MembersHandler(ApiBase):
         viewer = admin or common.query_did(self, "userDid")
         status = await common.require_member_view(self, row, viewer, as_admin=bool(admin))
         admin_view = bool(admin and status and status.is_admin and not public)
-        self.send_json(await common.list_members(self, row, viewer, admin_view=admin_view))
+        self.send_json_bytes(await common.members_json(self, row, admin_view=admin_view))
 
 
 class PendingHandler(ApiBase):

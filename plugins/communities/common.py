@@ -6,7 +6,7 @@ from typing import Any
 
 from daemon.http import validate
 from daemon.atproto.syntax import is_did, require_did
-from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.http.base import ApiError, BaseHandler, encode_cursor, encode_json
 from plugins.communities import views
 from plugins.communities.access import MemberStatus, member_status, require_community
 from plugins.communities.config import TYPES
@@ -106,23 +106,46 @@ async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[st
     return views.community_details(row, admins, status, restricted=restricted)
 
 
-async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
-                       admin_view: bool) -> dict[str, Any]:
-    app = handler.app
+def _page_args(handler: BaseHandler) -> tuple[int, int | None, str | None]:
+    """A member list's `limit`, the id after which it starts, and the `search` as a LIKE pattern."""
     limit, cursor = handler.page_params(1, "i")
-    after = int(cursor[0]) if cursor else None
     search = handler.get_query_argument("search", None)
     like = None
     if search:
         escaped = search.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         like = f"%{escaped}%"
-    rows = await members_store.list_members(app.db, row["did"], limit=limit + 1, after_id=after,
+    return limit, int(cursor[0]) if cursor else None, like
+
+
+async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
+                       admin_view: bool) -> dict[str, Any]:
+    limit, after, like = _page_args(handler)
+    return await _list_members(handler, row, limit, after, like, admin_view=admin_view)
+
+
+async def _list_members(handler: BaseHandler, row: Row, limit: int, after: int | None, like: str | None, *,
+                        admin_view: bool) -> dict[str, Any]:
+    rows = await members_store.list_members(handler.app.db, row["did"], limit=limit + 1, after_id=after,
                                             search_like=like)
     out: dict[str, Any] = {"members": [views.member_json(r, admin_view=admin_view) for r in rows[:limit]],
                            "total": row["member_count"]}
     if len(rows) > limit:
         out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
     return out
+
+
+async def members_json(handler: Any, row: Row, *, admin_view: bool) -> bytes:
+    """`list_members` as the JSON bytes the API answers. A page without `search` is built
+    as text by SQLite (`store.members.member_page`: no dict per member, no encoder); a
+    search, or a row whose roles need it, takes the dict way. Both give the same JSON."""
+    limit, after, like = _page_args(handler)
+    if like is None:
+        page = await members_store.member_page(handler.app.db, row["did"], limit=limit, after_id=after,
+                                               admin_view=admin_view)
+        if not page.odd:
+            more = f',"cursor":"{encode_cursor([page.last_id])}"' if page.last_id is not None else ""
+            return f'{{"members":{page.members},"total":{int(row["member_count"])}{more}}}'.encode()
+    return encode_json(await _list_members(handler, row, limit, after, like, admin_view=admin_view))
 
 
 async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None, *,
