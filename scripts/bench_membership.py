@@ -314,7 +314,8 @@ def main() -> int:
 
         paired = {"check/bare": ratio("check", "bare"), "floor/bare": ratio("floor", "bare"),
                   "check/check-nometrics": ratio("check", "check-nometrics"),
-                  "page1/page900": ratio("page1", "page900")}
+                  "page1/page900": ratio("page1", "page900"), "page1/bare": ratio("page1", "bare"),
+                  "page900/bare": ratio("page900", "bare")}
         results = []
         for name, runs in rounds.items():
             runs.sort(key=lambda x: x["rps"])

@@ -160,27 +160,27 @@ async def list_members(db: Database, community_did: str, *, limit: int, after_id
         f"WHERE {' AND '.join(where)} ORDER BY m.id LIMIT ?", params)
 
 
-# A page of members as JSON text, concatenated by SQLite from each member's parts, which
-# triggers keep (plugins/communities/migrations/0008_member_page_json.sql): the same
-# objects, keys and order as `plugins.communities.views.member_json`, without a dict per
-# member or the JSON encoder, which were most of what a page of 100 cost (issue 16,
-# docs/performance.md). A member whose part is NULL (roles that are not role names)
-# makes `odd` true, and the caller builds that page from rows.
-_NO_PROFILE = "',\"handle\":null,\"displayName\":null,\"avatar\":null'"
-_ADMIN_TAIL = ("substr(m.page_tail, 1, length(m.page_tail) - 1) || ',\"membershipUri\":' || "
+# A page of members as JSON text: each member's object is kept in `members.page_json` by
+# triggers (plugins/communities/migrations/0008_member_page_json.sql), the same object,
+# keys and order as `plugins.communities.views.member_json`, and SQLite concatenates a
+# page of them. No dict per member, no JSON encoder, no profile join at read time: those
+# were most of what a page of 100 cost (issue 16, docs/performance.md). A member whose
+# object is NULL (roles that are not role names) makes `odd` true, and the caller builds
+# that page from rows.
+_ADMIN_JSON = ("substr(m.page_json, 1, length(m.page_json) - 1) || ',\"membershipUri\":' || "
                "json_quote(m.membership_uri) || ',\"appId\":' || json_quote(m.app_id) || '}'")
 
 
 def _member_page_sql(admin_view: bool) -> str:
-    tail = _ADMIN_TAIL if admin_view else "m.page_tail"
+    member = _ADMIN_JSON if admin_view else "m.page_json"
     # group_concat keeps the order in which the subquery hands it rows (by id).
     return (
         "SELECT '[' || ifnull(group_concat(j, ','), '') || ']' AS members, group_concat(id) AS ids, "
-        "count(*) AS n, ifnull(max(odd), 0) AS odd FROM (SELECT m.id, m.page_tail IS NULL AS odd, "
-        f"m.page_head || ifnull(p.page_json, {_NO_PROFILE}) || {tail} AS j "
+        "count(*) AS n, ifnull(max(odd), 0) AS odd FROM (SELECT m.id, m.page_json IS NULL AS odd, "
+        f"{member} AS j "
         # The index names the plan: with statistics that say one community holds most
         # members, SQLite would otherwise walk the whole table by id for a small one.
-        "FROM members m INDEXED BY members_by_community LEFT JOIN user_profiles p ON p.did = m.member_did "
+        "FROM members m INDEXED BY members_by_community "
         "WHERE m.community_did = ? AND m.id > ? AND " + _ACTIVE_ACCOUNT + " ORDER BY m.id LIMIT ?)")
 
 
