@@ -116,6 +116,15 @@ async def pending_heads(db: Database) -> list[Row]:
         "JOIN apps a ON a.id = w.app_id WHERE w.active = 1 AND a.active = 1")
 
 
+async def delivery_target_tx(tx: Transaction, webhook_id: str) -> Row | None:
+    """What the delivery loop needs of a webhook (URL, secrets, concurrency), or None if it
+    or its app is not active (or it is gone)."""
+    return await tx.fetchone(
+        "SELECT w.id, w.url, w.concurrency, w.secret_sealed, w.previous_secret_sealed, "
+        "w.previous_secret_until FROM webhooks w JOIN apps a ON a.id = w.app_id "
+        "WHERE w.id = ? AND w.active = 1 AND a.active = 1", (webhook_id,))
+
+
 async def pending_batch_tx(tx: Transaction, webhook_id: str, limit: int) -> list[Row]:
     """The webhook's pending deliveries in send order, with their events. Read on the
     writer connection: a reader connection shared by overlapping statements can keep
