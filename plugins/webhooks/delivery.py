@@ -361,35 +361,28 @@ class Dispatcher:
 
         A failed attempt stops the batch: nothing new starts, the requests in flight finish,
         and the webhook waits for the retry (strict order with concurrency 1)."""
-        next_due: float | None = None
         results: list[tuple[Row, str, Outcome]] = []
-        in_flight: set[asyncio.Task[tuple[Row, str, Outcome]]] = set()
-        failed = False
-        try:
-            for row in batch:
-                if failed or self._stopping or hook.id in self._changed:
-                    break
+        rows = iter(batch)  # shared by the lanes: each takes the next row, in event order
+        stop = False
+        next_due: float | None = None
+
+        async def lane() -> None:
+            nonlocal stop, next_due
+            for row in rows:
+                if stop or self._stopping or hook.id in self._changed:
+                    return
                 if row["next_attempt_at"] > self.app.clock.time():
-                    next_due = float(row["next_attempt_at"])
-                    break
-                if hook.concurrency == 1:
-                    results.append(await self._send(hook, row))
-                    failed = not results[-1][2].delivered
-                    continue
-                if len(in_flight) >= hook.concurrency:
-                    done, in_flight = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
-                    settled = [t.result() for t in done]
-                    results += settled
-                    failed = any(not o.delivered for _, _, o in settled)
-                    if failed:
-                        break
-                in_flight.add(asyncio.get_running_loop().create_task(self._send(hook, row)))
-            if in_flight:
-                done, in_flight = await asyncio.wait(in_flight)
-                results += [t.result() for t in done]
-        finally:
-            for task in in_flight:  # only when cancelled (shutdown timeout): not settled, sent again
-                task.cancel()
+                    next_due, stop = float(row["next_attempt_at"]), True
+                    return
+                result = await self._send(hook, row)
+                results.append(result)
+                stop = stop or not result[2].delivered
+
+        lanes = min(hook.concurrency, len(batch))
+        if lanes == 1:
+            await lane()
+        else:
+            await asyncio.gather(*(lane() for _ in range(lanes)))
         delivered = [(row["id"], o.status_code or 0, row["first_attempt_at"] or at, at)
                      for row, at, o in results if o.delivered]
         if delivered:

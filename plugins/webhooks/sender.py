@@ -124,10 +124,10 @@ class Sender:
             try:
                 conn.writer.write(head + body)
                 await conn.writer.drain()
-                status_line = await _read_line(conn.reader, first=True)
+                head = await _read_head(conn.reader, first=True)
             except (ConnectionResetError, BrokenPipeError) as exc:
                 raise _ClosedBeforeAnswer("the connection closed before an answer") from exc
-            response, keep = await self._read_response(conn.reader, status_line)
+            response, keep = await self._read_response(conn.reader, head)
             return response
         finally:
             if keep:
@@ -137,14 +137,13 @@ class Sender:
                 conn.close()
 
     async def _read_response(self, reader: asyncio.StreamReader,
-                             status_line: bytes) -> tuple[Response, bool]:
+                             head: bytes) -> tuple[Response, bool]:
         """The answer, and whether the connection may carry another request."""
         while True:
-            version, status = _parse_status(status_line)
-            headers = await _read_headers(reader)
+            version, status, headers = _parse_head(head)
             if status >= 200 or status == 101:
                 break
-            status_line = await _read_line(reader)  # 1xx informational answers precede the real one
+            head = await _read_head(reader)  # 1xx informational answers precede the real one
         fields = {k.lower(): v for k, v in headers}
         connection = fields.get(b"connection", b"").lower()
         keep = b"close" not in connection and (version == b"HTTP/1.1" or b"keep-alive" in connection)
@@ -178,12 +177,15 @@ class Sender:
         kept, total = bytearray(), 0
         while True:
             size_line = await _read_line(reader)
+            if len(size_line) > 1024:
+                raise SendError("the answer's chunked body is malformed")
             try:
                 size = int(size_line.split(b";", 1)[0].strip(), 16)
             except ValueError:
                 raise SendError("the answer's chunked body is malformed") from None
             if size == 0:
-                await _read_headers(reader)  # trailers
+                while await _read_line(reader):  # trailers, up to the blank line
+                    pass
                 return bytes(kept), True
             total += size
             if total > self.max_body:
@@ -290,38 +292,42 @@ class _ClosedBeforeAnswer(Exception):
     """The receiver closed the connection without answering at all."""
 
 
-async def _read_line(reader: asyncio.StreamReader, first: bool = False) -> bytes:
-    """One line of the answer's head, without its line break. A connection closed before
-    the `first` line raises `_ClosedBeforeAnswer`; closed later, `SendError`."""
+async def _read_head(reader: asyncio.StreamReader, first: bool = False) -> bytes:
+    """The answer's status line and headers. A connection closed before the `first` byte
+    of an answer raises `_ClosedBeforeAnswer`; closed later, `SendError`."""
     try:
-        line = await reader.readuntil(b"\n")
+        return await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
         if first and not exc.partial:
             raise _ClosedBeforeAnswer("the connection closed before an answer") from None
         raise SendError("the connection closed in the middle of the answer") from None
     except asyncio.LimitOverrunError:
         raise SendError("the answer's head is too long") from None
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    """One line (of a chunked body), without its line break."""
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError:
+        raise SendError("the connection closed in the middle of the answer") from None
+    except asyncio.LimitOverrunError:
+        raise SendError("the answer's chunked body is malformed") from None
     return line.rstrip(b"\r\n")
 
 
-def _parse_status(line: bytes) -> tuple[bytes, int]:
-    parts = line.split(b" ", 2)
+def _parse_head(head: bytes) -> tuple[bytes, int, list[tuple[bytes, bytes]]]:
+    """(HTTP version, status, headers) of an answer's head."""
+    status_line, *lines = head[:-4].split(b"\r\n")
+    parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not (parts[1].isdigit() and len(parts[1]) == 3):
-        raise SendError(f"not an HTTP/1.x answer: {line[:60]!r}")
-    return parts[0], int(parts[1])
-
-
-async def _read_headers(reader: asyncio.StreamReader) -> list[tuple[bytes, bytes]]:
-    headers: list[tuple[bytes, bytes]] = []
-    size = 0
-    while True:
-        line = await _read_line(reader)
-        if not line:
-            return headers
-        size += len(line)
-        if len(headers) >= MAX_HEADERS or size > MAX_HEAD_BYTES:
-            raise SendError("the answer's head is too long")
+        raise SendError(f"not an HTTP/1.x answer: {status_line[:60]!r}")
+    if len(lines) > MAX_HEADERS:
+        raise SendError("the answer has too many headers")
+    headers = []
+    for line in lines:
         name, sep, value = line.partition(b":")
         if not sep or not name or name != name.strip():
             raise SendError(f"malformed header in the answer: {line[:60]!r}")
         headers.append((name, value.strip()))
+    return parts[0], int(parts[1]), headers
