@@ -7,12 +7,14 @@ the delivery loop and its log."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from commonroom_testing.localnet import make_test_ca
 from daemon.runtime.clock import FakeClock
 from daemon.security.netguard import AddressRefused, Guard
 from plugins.webhooks.sender import Sender, SendError
@@ -47,8 +49,8 @@ class Scripted:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hook"
 
-    async def start(self) -> "Scripted":
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    async def start(self, tls: ssl.SSLContext | None = None) -> "Scripted":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls)
         return self
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -278,6 +280,32 @@ async def test_idle_connections_are_closed_after_the_idle_timeout(scripted):
     assert sender.idle_connections() == 0
     await post(sender, server.url)
     assert server.connections == 2
+
+
+async def test_https_verifies_the_certificate_against_the_host_name_and_reuses_the_connection(io_loop, tmp_path):
+    ca = make_test_ca(tmp_path, ["hooks.example.com"])
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(str(ca.cert_pem), str(ca.key_pem))
+    server = await Scripted([OK]).start(server_tls)
+
+    async def resolve(host, port):
+        return ["127.0.0.1"]
+
+    guard = Guard(False, ["127.0.0.0/8"], resolver=resolve)
+    trusting = ssl.create_default_context(cafile=str(ca.ca_pem))
+    try:
+        sender = Sender(guard, ssl_context=trusting)
+        for _ in range(2):
+            assert (await post(sender, f"https://hooks.example.com:{server.port}/hook")).status == 200
+        assert sender.opened == 1
+        # The socket connects to the checked address, and TLS still checks the name.
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await post(sender, f"https://other.example.com:{server.port}/hook")
+        with pytest.raises(ssl.SSLCertVerificationError):  # the default context does not know the CA
+            await post(Sender(guard), f"https://hooks.example.com:{server.port}/hook")
+        await sender.aclose()
+    finally:
+        await server.aclose()
 
 
 # ------------------------------------------------------------------ through the delivery loop
