@@ -128,6 +128,12 @@ async def test_connection_is_kept_alive_and_reused(scripted):
     await sender.aclose()
 
 
+async def test_the_request_target_is_sent_escaped(scripted):
+    server = await scripted(OK)
+    await post(loopback_sender(), f"http://127.0.0.1:{server.port}/hooks/ünï code?a=b c&d=%2F")
+    assert server.requests[0].startswith(b"POST /hooks/%C3%BCn%C3%AF%20code?a=b%20c&d=%2F HTTP/1.1\r\n")
+
+
 async def test_chunked_answer_is_read_and_the_connection_reused(scripted):
     server = await scripted(b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\nRetry-After: 7\r\n\r\n"
                             b"5;ext=1\r\nbusy \r\n3\r\nnow\r\n0\r\nX-Trailer: 1\r\n\r\n", OK)

@@ -28,7 +28,7 @@ import ssl
 import time
 from dataclasses import dataclass
 from typing import Callable
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from daemon.security.netguard import Guard
 
@@ -58,7 +58,11 @@ class Origin:
 
     @property
     def host_header(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        try:
+            host = self.host.encode("idna").decode("ascii")
+        except UnicodeError:
+            host = self.host.encode("ascii", "replace").decode("ascii")  # resolving it fails anyway
+        host = f"[{host}]" if ":" in host else host
         default = 443 if self.scheme == "https" else 80
         return host if self.port == default else f"{host}:{self.port}"
 
@@ -215,6 +219,9 @@ class Sender:
             checked = self.guard.parse(url)
             parts = urlsplit(url)
             target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            # Spaces, controls and non-ASCII become %XX (UTF-8), as a browser sends them;
+            # what is already escaped stays as it is.
+            target = quote(target, safe="!#$%&'()*+,/:;=?@[]~")
             known = (Origin(checked.scheme, checked.host, checked.port), target)
             if len(self._targets) > 10_000:
                 self._targets.clear()
