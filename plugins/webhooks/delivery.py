@@ -390,12 +390,14 @@ class Dispatcher:
                 await store.mark_delivered_tx(tx, hook.id, delivered)
             metrics.record(self.app, "delivered", len(delivered))
         failed = sorted(((row, at, o) for row, at, o in results if not o.delivered), key=lambda r: r[0]["id"])
+        disabled = False
         for row, attempted_at, outcome in failed:
-            retry_at, disabled = await self._record_failure(hook, row, outcome, attempted_at)
-            if disabled:
-                return None, False
+            retry_at, now_disabled = await self._record_failure(hook, row, outcome, attempted_at)
+            disabled = disabled or now_disabled
             if retry_at is not None:
                 next_due = retry_at if next_due is None else min(next_due, retry_at)
+        if disabled:
+            return None, False
         if next_due is not None:
             return next_due, False
         return None, not self._stopping
@@ -405,12 +407,12 @@ class Dispatcher:
         return row, attempted_at, await self._attempt(hook, row)
 
     async def _attempt(self, hook: Hook, row: Row) -> Outcome:
-        body = payload_body(row)
-        timestamp = int(self.app.clock.time())
-        headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
-                   **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}
         timeout = self.config.request_timeout_seconds
         try:
+            body = payload_body(row)
+            timestamp = int(self.app.clock.time())
+            headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
+                       **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}
             response = await self.sender.post(hook.url, headers, body, timeout)
         except TimeoutError:
             return Outcome(None, f"timed out after {timeout:g} s", True)
