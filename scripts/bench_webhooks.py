@@ -6,7 +6,10 @@ The service runs in this process (a real Application on a temporary SQLite file,
 real delivery loop); the receiver runs in a separate process so the two do not share an
 event loop. Usage:
 
-    .venv/bin/python scripts/bench_webhooks.py [--events 5000] [--webhooks 1] [--rate 200]
+    .venv/bin/python scripts/bench_webhooks.py [--events 5000] [--webhooks 1] [--rate 200] [--concurrency 1]
+
+`--concurrency` is each webhook's setting: 1 (the default) is strict event order, one
+request at a time; N lets up to N requests to the webhook be in flight at once.
 
 Phase 1 (throughput): `--events` events committed in transactions of 100 (a) while the
 delivery loop is stopped, then drained; (b) while it runs, as fast as possible. The time
@@ -21,6 +24,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -80,6 +84,8 @@ async def main() -> None:
     parser.add_argument("--webhooks", type=int, default=1)
     parser.add_argument("--rate", type=float, default=200.0, help="events/s in the delay phase")
     parser.add_argument("--delay-events", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="each webhook's concurrency (1: strict order)")
     args = parser.parse_args()
 
     import yaml
@@ -125,7 +131,7 @@ async def main() -> None:
                 await webhooks_store.insert_webhook_tx(
                     tx, webhook_id=wid, app_id=app_id, url=f"{base}/hook", community_did=None,
                     secret_sealed=app.secrets.seal(signing.new_secret(), secret_context(wid)),
-                    events=["member.joined"], now=now)
+                    events=["member.joined"], now=now, concurrency=args.concurrency)
 
         async def arrivals() -> list[tuple[str, float]]:
             return [tuple(a) for a in await fetch_json(f"{base}/dump")]  # type: ignore[union-attr]
@@ -154,7 +160,8 @@ async def main() -> None:
         app.webhooks.dispatcher.start()
         got = await wait_for(expected)
         finished = max(t for _, t in got)
-        print(f"backlog: {len(got)}/{expected} deliveries to {args.webhooks} webhook(s) in "
+        print(f"backlog: {len(got)}/{expected} deliveries to {args.webhooks} webhook(s) "
+              f"(concurrency {args.concurrency}) in "
               f"{finished - started:.2f} s = {len(got) / (finished - started):.0f} deliveries/s")
         await asyncio.sleep(0.5)  # let the last results be written
         await fetch_json(f"{base}/dump", "DELETE")
@@ -198,6 +205,7 @@ async def main() -> None:
         await app.shutdown()
         receiver.terminate()
         receiver.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

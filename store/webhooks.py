@@ -15,11 +15,11 @@ async def count_for_app_tx(tx: Transaction, app_id: str) -> int:
 
 async def insert_webhook_tx(tx: Transaction, *, webhook_id: str, app_id: str, url: str,
                             community_did: str | None, secret_sealed: str, events: Sequence[str],
-                            now: str) -> None:
+                            now: str, concurrency: int = 1) -> None:
     await tx.execute(
-        "INSERT INTO webhooks (id, app_id, url, community_did, secret_sealed, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (webhook_id, app_id, url, community_did, secret_sealed, now, now))
+        "INSERT INTO webhooks (id, app_id, url, community_did, secret_sealed, concurrency, created_at, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (webhook_id, app_id, url, community_did, secret_sealed, concurrency, now, now))
     await set_events_tx(tx, webhook_id, events)
 
 
@@ -51,7 +51,7 @@ async def list_webhooks(db: Database, app_id: str, limit: int,
 
 
 async def update_webhook_tx(tx: Transaction, webhook_id: str, now: str, **fields: Any) -> None:
-    allowed = {"url", "community_did", "active", "disabled_reason", "disabled_at", "failed_streak",
+    allowed = {"url", "community_did", "concurrency", "active", "disabled_reason", "disabled_at", "failed_streak",
                "secret_sealed", "previous_secret_sealed", "previous_secret_until", "secret_rotated_at"}
     assert set(fields) <= allowed, fields
     if not fields:
@@ -114,6 +114,15 @@ async def pending_heads(db: Database) -> list[Row]:
         " GROUP BY webhook_id) h "
         "JOIN webhook_deliveries d ON d.id = h.head JOIN webhooks w ON w.id = h.webhook_id "
         "JOIN apps a ON a.id = w.app_id WHERE w.active = 1 AND a.active = 1")
+
+
+async def delivery_target_tx(tx: Transaction, webhook_id: str) -> Row | None:
+    """What the delivery loop needs of a webhook (URL, secrets, concurrency), or None if it
+    or its app is not active (or it is gone)."""
+    return await tx.fetchone(
+        "SELECT w.id, w.url, w.concurrency, w.secret_sealed, w.previous_secret_sealed, "
+        "w.previous_secret_until FROM webhooks w JOIN apps a ON a.id = w.app_id "
+        "WHERE w.id = ? AND w.active = 1 AND a.active = 1", (webhook_id,))
 
 
 async def pending_batch_tx(tx: Transaction, webhook_id: str, limit: int) -> list[Row]:

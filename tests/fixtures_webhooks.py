@@ -60,6 +60,9 @@ class Receiver:
     on_request: Callable[[Received], None] | None = None
     delay: float = 0.0            # seconds to wait before answering
     started: int = 0              # requests that arrived (answered or not)
+    gate: asyncio.Event | None = None  # when set to an Event: requests wait for it to be set
+    in_flight: int = 0            # requests arrived and not yet answered
+    peak: int = 0                 # the most requests in flight at once
 
     @property
     def url(self) -> str:
@@ -93,8 +96,15 @@ def start_receiver(responses: list[int] | None = None, port: int | None = None) 
         async def post(self) -> None:
             rec = holder["r"]
             rec.started += 1
-            if rec.delay:
-                await asyncio.sleep(rec.delay)
+            rec.in_flight += 1
+            rec.peak = max(rec.peak, rec.in_flight)
+            try:
+                if rec.gate is not None:
+                    await rec.gate.wait()
+                if rec.delay:
+                    await asyncio.sleep(rec.delay)
+            finally:
+                rec.in_flight -= 1
             headers = {k.lower(): v for k, v in self.request.headers.get_all()}
             verified, error = rec.verify(self.request.body, headers)
             status = rec.answer()

@@ -7,11 +7,15 @@ change and its deliveries commit or roll back together.
 The loop (`Dispatcher`) runs in the daemon's event loop. It keeps, in memory, when each
 webhook next has work (`_due`); the database is the truth and is rescanned at start-up,
 on `kick()` and every `poll_interval_seconds`. Each webhook with due work gets one
-worker, which sends that webhook's deliveries one after another in event order: event
-N+1 is not sent before N is settled (delivered, or given up). At most `max_in_flight`
-workers run, so at most that many requests are in flight. Successful results are
-written in batches; a crash before they are written means those events are sent again
-(at least once, never lost).
+worker, which reads its pending deliveries a batch at a time (one transaction: the
+webhook and up to `BATCH` deliveries with their events) and sends them in event order,
+up to the webhook's `concurrency` at once. With concurrency 1 (the default) event N+1 is
+not sent before N is settled (delivered, or given up). A failed attempt stops the batch
+(requests in flight finish) and the webhook waits for that retry. At most
+`max_in_flight` workers run. Results are written in one transaction per batch; a crash
+before they are written means those events are sent again (at least once, never lost).
+Requests go out through `sender.Sender` (keep-alive connections, the outbound guard on
+each new one).
 """
 
 from __future__ import annotations
@@ -25,14 +29,13 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpcore
-
 from daemon import hookimpl
 from daemon.runtime.clock import iso
 from daemon.runtime.events import Event
-from daemon.security.netguard import Guard, GuardedBackend
+from daemon.security.netguard import AddressRefused, Guard, TargetRefused
 from daemon.security.access import app_can_see
 from plugins.webhooks import metrics, signing
+from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
 from store.db import Row, Transaction
@@ -145,6 +148,7 @@ class Hook:
     id: str
     url: str
     keys: list[bytes]
+    concurrency: int = 1
 
 
 # ------------------------------------------------------------------ the loop
@@ -156,7 +160,8 @@ class Dispatcher:
         self.config: WebhooksConfig = app.config.plugin("webhooks")
         self.guard = Guard(self.config.allow_http, self.config.allowed_targets)
         self.random = random.Random()
-        self._pool: httpcore.AsyncConnectionPool | None = None
+        self.sender = Sender(self.guard)
+        self._keys: dict[str, tuple[tuple[str, str | None], list[bytes]]] = {}  # opened secrets
         self._due: dict[str, float] = {}          # webhook id -> when it next has work
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._notified: set[str] = set()         # new work arrived while its worker ran
@@ -172,17 +177,6 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- lifecycle
 
-    @property
-    def pool(self) -> httpcore.AsyncConnectionPool:
-        if self._pool is None:
-            self._pool = httpcore.AsyncConnectionPool(
-                ssl_context=ssl.create_default_context(),
-                max_connections=max(1, self.config.max_in_flight) * 2,
-                max_keepalive_connections=max(1, self.config.max_in_flight) * 2,
-                keepalive_expiry=30.0, retries=0,
-                network_backend=GuardedBackend(self.guard))
-        return self._pool
-
     def start(self) -> None:
         self._task = self.app.spawn(self._run(), name="webhooks.dispatcher")
 
@@ -197,9 +191,7 @@ class Dispatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._pool is not None:
-            await self._pool.aclose()
-            self._pool = None
+        await self.sender.aclose()
 
     # ---------------------------------------------------------------- signals
 
@@ -224,6 +216,7 @@ class Dispatcher:
     def webhook_changed(self, webhook_id: str) -> None:
         """A webhook was edited, rotated, re-enabled or deleted: rescan."""
         self._changed.add(webhook_id)
+        self._keys.pop(webhook_id, None)
         self.kick()
 
     def kick(self) -> None:
@@ -249,6 +242,7 @@ class Dispatcher:
                     self._rescan = False
                     await self._scan()
                 self._start_workers()
+                self.sender.sweep()
                 await self._maybe_prune()
             except asyncio.CancelledError:
                 raise
@@ -310,55 +304,39 @@ class Dispatcher:
 
     # ---------------------------------------------------------------- a worker
 
-    async def _load_hook(self, webhook_id: str) -> Hook | None:
-        async with self.app.db.transaction("webhooks.load") as tx:  # fresh, see pending_batch_tx
-            row = await store.get_webhook(tx, webhook_id)
-        if row is None or not row["active"] or not row["app_active"]:
-            return None
-        keys = [signing.secret_key(self.app.secrets.open(row["secret_sealed"], secret_context(webhook_id)))]
-        if row["previous_secret_sealed"] and (row["previous_secret_until"] or 0) > self.app.clock.time():
-            keys.append(signing.secret_key(self.app.secrets.open(
-                row["previous_secret_sealed"], previous_secret_context(webhook_id))))
-        return Hook(webhook_id, row["url"], keys)
+    def _hook(self, row: Row) -> Hook:
+        """The webhook as the worker sends to it; its secrets are opened once per sealed value."""
+        webhook_id = row["id"]
+        previous = row["previous_secret_sealed"]
+        if not previous or (row["previous_secret_until"] or 0) <= self.app.clock.time():
+            previous = None
+        sealed = (row["secret_sealed"], previous)
+        cached = self._keys.get(webhook_id)
+        if cached is None or cached[0] != sealed:
+            keys = [signing.secret_key(self.app.secrets.open(row["secret_sealed"], secret_context(webhook_id)))]
+            if previous is not None:
+                keys.append(signing.secret_key(self.app.secrets.open(
+                    previous, previous_secret_context(webhook_id))))
+            cached = self._keys[webhook_id] = (sealed, keys)
+        return Hook(webhook_id, row["url"], cached[1], max(1, row["concurrency"]))
 
     async def _work(self, webhook_id: str) -> None:
         next_due: float | None = None
-        delivered: list[tuple[int, int, str, str]] = []
         try:
-            self._changed.discard(webhook_id)
-            hook = await self._load_hook(webhook_id)
-            while hook is not None and not self._stopping:
+            while not self._stopping:
                 self._notified.discard(webhook_id)
+                self._changed.discard(webhook_id)
+                # The webhook is read afresh with each batch (URL, secrets, concurrency, and
+                # whether it and its app are still active), in the batch's transaction: on the
+                # writer connection, see pending_batch_tx.
                 async with self.app.db.transaction("webhooks.next_batch") as tx:
-                    batch = await store.pending_batch_tx(tx, webhook_id, BATCH)
+                    row = await store.delivery_target_tx(tx, webhook_id)
+                    batch = await store.pending_batch_tx(tx, webhook_id, BATCH) if row else []
                 if not batch:
                     break
-                for row in batch:
-                    if self._stopping:
-                        break
-                    if webhook_id in self._changed:
-                        break
-                    if row["next_attempt_at"] > self.app.clock.time():
-                        next_due = float(row["next_attempt_at"])
-                        break
-                    attempted_at = self.app.clock.iso_now()
-                    outcome = await self._attempt(hook, row)
-                    if outcome.delivered:
-                        delivered.append((row["id"], outcome.status_code or 0,
-                                          row["first_attempt_at"] or attempted_at, attempted_at))
-                        continue
-                    await self._flush(webhook_id, delivered)
-                    next_due, disabled = await self._record_failure(hook, row, outcome, attempted_at)
-                    if disabled:
-                        hook = None
-                    if next_due is not None or disabled:
-                        break
-                await self._flush(webhook_id, delivered)
-                if next_due is not None or hook is None:
+                next_due, go_on = await self._send_batch(self._hook(row), batch)
+                if not go_on:
                     break
-                if webhook_id in self._changed:
-                    self._changed.discard(webhook_id)
-                    hook = await self._load_hook(webhook_id)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -376,44 +354,76 @@ class Dispatcher:
             self._due[webhook_id] = next_due
         self._wake.set()
 
-    async def _flush(self, webhook_id: str, delivered: list[tuple[int, int, str, str]]) -> None:
-        if not delivered:
-            return
-        async with self.app.db.transaction("webhooks.delivered") as tx:
-            await store.mark_delivered_tx(tx, webhook_id, delivered)
-        metrics.record(self.app, "delivered", len(delivered))
-        delivered.clear()
+    async def _send_batch(self, hook: Hook, batch: list[Row]) -> tuple[float | None, bool]:
+        """Send a batch in order, up to `hook.concurrency` at once, and write the results.
+        Returns when the webhook next has work if that is a retry (else None), and whether
+        to go on with the next batch.
+
+        A failed attempt stops the batch: nothing new starts, the requests in flight finish,
+        and the webhook waits for the retry (strict order with concurrency 1)."""
+        results: list[tuple[Row, str, Outcome]] = []
+        rows = iter(batch)  # shared by the lanes: each takes the next row, in event order
+        stop = False
+        next_due: float | None = None
+
+        async def lane() -> None:
+            nonlocal stop, next_due
+            for row in rows:
+                if stop or self._stopping or hook.id in self._changed:
+                    return
+                if row["next_attempt_at"] > self.app.clock.time():
+                    next_due, stop = float(row["next_attempt_at"]), True
+                    return
+                result = await self._send(hook, row)
+                results.append(result)
+                stop = stop or not result[2].delivered
+
+        lanes = min(hook.concurrency, len(batch))
+        if lanes == 1:
+            await lane()
+        else:
+            await asyncio.gather(*(lane() for _ in range(lanes)))
+        delivered = [(row["id"], o.status_code or 0, row["first_attempt_at"] or at, at)
+                     for row, at, o in results if o.delivered]
+        if delivered:
+            async with self.app.db.transaction("webhooks.delivered") as tx:
+                await store.mark_delivered_tx(tx, hook.id, delivered)
+            metrics.record(self.app, "delivered", len(delivered))
+        failed = sorted(((row, at, o) for row, at, o in results if not o.delivered), key=lambda r: r[0]["id"])
+        disabled = False
+        for row, attempted_at, outcome in failed:
+            retry_at, now_disabled = await self._record_failure(hook, row, outcome, attempted_at)
+            disabled = disabled or now_disabled
+            if retry_at is not None:
+                next_due = retry_at if next_due is None else min(next_due, retry_at)
+        if disabled:
+            return None, False
+        if next_due is not None:
+            return next_due, False
+        return None, not self._stopping
+
+    async def _send(self, hook: Hook, row: Row) -> tuple[Row, str, Outcome]:
+        attempted_at = self.app.clock.iso_now()
+        return row, attempted_at, await self._attempt(hook, row)
 
     async def _attempt(self, hook: Hook, row: Row) -> Outcome:
-        body = payload_body(row)
-        timestamp = int(self.app.clock.time())
-        headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
-                   **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}
         timeout = self.config.request_timeout_seconds
         try:
-            return await asyncio.wait_for(self._post(hook.url, headers, body, timeout), timeout)
-        except asyncio.TimeoutError:
+            body = payload_body(row)
+            timestamp = int(self.app.clock.time())
+            headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
+                       **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}
+            response = await self.sender.post(hook.url, headers, body, timeout)
+        except TimeoutError:
             return Outcome(None, f"timed out after {timeout:g} s", True)
-        except httpcore.TimeoutException as exc:
-            return Outcome(None, f"timed out ({type(exc).__name__})", True)
-        except (httpcore.ConnectError, httpcore.NetworkError, httpcore.ProtocolError,
-                httpcore.UnsupportedProtocol, OSError, ssl.SSLError) as exc:
-            return Outcome(None, f"{_describe(exc)}", True)
+        except (SendError, TargetRefused, AddressRefused) as exc:
+            return Outcome(None, str(exc), True)
+        except OSError as exc:  # ssl.SSLError included
+            return Outcome(None, _describe(exc), True)
         except Exception as exc:  # noqa: BLE001 (counted like any failure, so it cannot loop)
             log.exception("webhook %s: unexpected error sending delivery %s", hook.id, row["id"])
             return Outcome(None, f"internal error: {type(exc).__name__}", True)
-
-    async def _post(self, url: str, headers: dict[str, str], body: bytes, timeout: float) -> Outcome:
-        extensions = {"timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}}
-        async with self.pool.stream("POST", url, headers=headers, content=body,
-                                    extensions=extensions) as response:
-            received = bytearray()
-            async for chunk in response.aiter_stream():
-                if len(received) < 4096:
-                    received += chunk
-                if len(received) > 65536:
-                    break
-            return classify(response.status, bytes(received), response.headers)
+        return classify(response.status, response.body, response.headers)
 
     async def _record_failure(self, hook: Hook, row: Row, outcome: Outcome,
                               attempted_at: str) -> tuple[float | None, bool]:

@@ -18,8 +18,10 @@ WEBHOOK_ID = r"(wh_[0-9a-f]{16})"
 
 
 EVENTS = arr({"type": "string", "enum": list(EVENT_TYPES)}, minItems=1, maxItems=len(EVENT_TYPES))
+CONCURRENCY = {"type": "integer", "minimum": 1, "maximum": service.MAX_CONCURRENCY,
+               "description": "deliveries in flight at once; 1 (the default) keeps strict event order"}
 WEBHOOK = obj({"webhookId": STRING, "url": STRING, "events": arr(STRING), "communityDid": nullable(DID),
-               "active": BOOLEAN, "disabledReason": STRING_OR_NULL, "disabledAt": DATETIME_OR_NULL,
+               "concurrency": CONCURRENCY, "active": BOOLEAN, "disabledReason": STRING_OR_NULL, "disabledAt": DATETIME_OR_NULL,
                "createdAt": DATETIME, "updatedAt": DATETIME, "secretRotatedAt": DATETIME_OR_NULL},
               ["webhookId", "url", "events", "communityDid", "active"])
 SECRET = {"type": "string", "description": "the signing secret, shown once"}
@@ -50,7 +52,8 @@ class WebhooksBase(BaseHandler):
 
 class WebhooksHandler(WebhooksBase):
     @operation("Subscribe to events (all this app's communities, or one)",
-               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID)}, ["url", "events"]),
+               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID),
+                         "concurrency": CONCURRENCY}, ["url", "events"]),
                responses={201: obj({**WEBHOOK["properties"], "secret": SECRET}, [*WEBHOOK["required"], "secret"])},
                errors={404: "community_not_found", 409: "too_many_webhooks"})
     async def post(self) -> None:
@@ -58,8 +61,9 @@ class WebhooksHandler(WebhooksBase):
         url = await service.checked_url(self.app, body, required=True)
         events = service.events(body, required=True)
         community_did = service.community_did(body)
+        concurrency = service.concurrency(body)
         row, secret = await service.create(self.app, self.app_id, url=url, events=events,
-                                           community_did=community_did)
+                                           community_did=community_did, concurrency=concurrency)
         self.send_json({**webhook_json(row), "secret": secret}, 201)
 
     @operation("This app's webhooks", paged=True, responses={200: page("webhooks", WEBHOOK)})
@@ -85,7 +89,8 @@ class WebhookHandler(WebhooksBase):
         self.send_json(out)
 
     @operation("Change a webhook (active: true turns a disabled one back on)",
-               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID), "active": BOOLEAN}),
+               body=obj({"url": URL, "events": EVENTS, "communityDid": nullable(DID), "active": BOOLEAN,
+                         "concurrency": CONCURRENCY}),
                responses={200: WEBHOOK})
     async def put(self, webhook_id: str) -> None:
         body = self.json_body()
@@ -96,8 +101,9 @@ class WebhookHandler(WebhooksBase):
         if "communityDid" in body:
             scope["community_did"] = service.community_did(body)
         active = validate.boolean(body, "active")
+        concurrency = service.concurrency(body)
         row = await service.update(self.app, self.app_id, webhook_id, url=url, events=events,
-                                   active=active, **scope)
+                                   active=active, concurrency=concurrency, **scope)
         self.send_json(webhook_json(row))
 
     @operation("Delete a webhook and its pending deliveries", responses={204: NO_CONTENT})

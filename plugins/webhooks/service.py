@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 #: Every event type a webhook may subscribe to (docs/webhooks.md).
 EVENTS = EVENT_TYPES
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
+#: Deliveries to one webhook in flight at once: 1 keeps strict event order (docs/webhooks.md).
+MAX_CONCURRENCY = 32
 
 
 def settings(app: "Application") -> Any:
@@ -49,6 +51,7 @@ def webhook_json(row: Row) -> dict[str, Any]:
         "url": row["url"],
         "events": json.loads(row["events_json"] or "[]"),
         "communityDid": row["community_did"],
+        "concurrency": row["concurrency"],
         "active": bool(row["active"]),
         "disabledReason": row["disabled_reason"],
         "disabledAt": row["disabled_at"],
@@ -103,6 +106,11 @@ def community_did(body: dict[str, Any]) -> str | None:
     return did
 
 
+def concurrency(body: dict[str, Any]) -> int | None:
+    """`concurrency`: deliveries in flight at once, 1 (strict event order) to MAX_CONCURRENCY."""
+    return validate.integer(body, "concurrency", required=False, minimum=1, maximum=MAX_CONCURRENCY)
+
+
 # ------------------------------------------------------------------ reads
 
 
@@ -147,8 +155,9 @@ async def list_deliveries(app: "Application", app_id: str, webhook_id: str, limi
 
 
 async def create(app: "Application", app_id: str, *, url: str, events: list[str],
-                 community_did: str | None) -> tuple[Row, str]:
-    """A new webhook and its signing secret (the only time the secret is shown)."""
+                 community_did: str | None, concurrency: int | None = None) -> tuple[Row, str]:
+    """A new webhook and its signing secret (the only time the secret is shown).
+    `concurrency` (default 1) is how many of its deliveries may be in flight at once."""
     webhook_id, secret, now = new_webhook_id(), signing.new_secret(), app.clock.iso_now()
     config = dispatcher(app).config
     async with app.db.transaction("webhooks.create") as tx:
@@ -159,7 +168,7 @@ async def create(app: "Application", app_id: str, *, url: str, events: list[str]
         await store.insert_webhook_tx(
             tx, webhook_id=webhook_id, app_id=app_id, url=url, community_did=community_did,
             secret_sealed=app.secrets.seal(secret, secret_context(webhook_id)),
-            events=events, now=now)
+            events=events, now=now, concurrency=concurrency or 1)
         row = await store.get_webhook(tx, webhook_id)
     return row, secret
 
@@ -169,16 +178,18 @@ _UNCHANGED: Any = object()
 
 async def update(app: "Application", app_id: str, webhook_id: str, *, url: str | None = None,
                  events: list[str] | None = None, community_did: Any = _UNCHANGED,
-                 active: bool | None = None) -> Row:
+                 active: bool | None = None, concurrency: int | None = None) -> Row:
     """Change what is given: `url`, `events`, the community scope (`community_did`, None
     for every community the app may see), `active` (True re-enables a disabled webhook and
-    reschedules its pending deliveries now)."""
+    reschedules its pending deliveries now), `concurrency`."""
     now = app.clock.iso_now()
     async with app.db.transaction("webhooks.update") as tx:
         row = await _owned_tx(tx, app_id, webhook_id)
         fields: dict[str, Any] = {}
         if url is not None:
             fields["url"] = url
+        if concurrency is not None:
+            fields["concurrency"] = concurrency
         if community_did is not _UNCHANGED:
             await _check_community_tx(tx, app_id, community_did)
             fields["community_did"] = community_did
