@@ -149,7 +149,11 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
 
     from daemon.http.routing import RouteTable
     did = r"(did(?::|%3[Aa])[^/?#]+)"
-    patterns = [r"/api/v1/communities/" + did + r"/membership/check", r"/api/v1/communities/" + did,
+    patterns = [r"/c/([^/]+)", r"/ap[i]/v1/communities/(did:plc:zzz)/membership/check",
+                r"/api/v1/communitie?s/(did:plc:yyy)", r"/api/v1/communities/(did:plc:xxx)|/c/(x)",
+                r"/api/v1/communities/" + did + r"/records/([^/?#]+)",
+                r"/y/(a)?/z/(b)", r"/y/(a)/z/(b)?", r"/y/(q)+/w/(b)", r"/y/(r)/a\.b/(c)",
+                r"/api/v1/communities/" + did + r"/membership/check", r"/api/v1/communities/" + did,
                 r"/api/v1/communities/" + did + r"/members/(approve|reject)", r"/x/a|/x/b/c",
                 r"/x/items/?", r"/x/f\.json", r"(?i)/x/caps", r"/x/a\|b/c", r"/x/a[|]/c",
                 r"/api/v1/communities/" + did + r"/members/" + did, r"/x/(?P<name>[^/]+)/edit",
@@ -160,7 +164,11 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
              "/api/v1/communities/did:plc:abc", "/api/v1/communities/did:plc:abc/members/approve",
              "/api/v1/communities/did:plc:abc/members/did:plc:def", "/x/a", "/x/b/c", "/x/items", "/x/items/",
              "/x/f.json", "/x/fxjson", "/x/CAPS", "/x/caps", "/x/a|b/c", "/x/a|/c", "/x/thing/edit",
-             "/api/v1/communities/did:plc:abc/membership/check/more", "/api/v1/communities/did:plc:abc/membership"]
+             "/api/v1/communities/did:plc:abc/membership/check/more", "/api/v1/communities/did:plc:abc/membership",
+             "/c/foo", "/api/v1/communities/did:plc:zzz/membership/check", "/api/v1/communits/did:plc:yyy",
+             "/api/v1/communities/did:plc:yyy", "/api/v1/communities/did:plc:xxx", "/c/x",
+             "/api/v1/communities/did:plc:abc/records/app.x", "/api/v1/communities/did:plc:abc/records/",
+             "/y//z/b", "/y/a/z/", "/y/qq/w/b", "/y/r/a.b/c", "/y/r/aXb/c"]
     for path in paths:
         request = SimpleNamespace(path=path)
         linear = next(((h, (m.match(request) or {}).get("path_args", [])) for p, h in routes

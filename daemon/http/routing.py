@@ -3,10 +3,11 @@
 Tornado tries every rule's regular expression in order; with the ~50 routes of the
 built-in plugins that was ~7% of a request's CPU. `RouteTable` buckets the rules by their
 first three literal path segments, so a lookup tries only the rules that can match (plus
-the few whose pattern has no such literal prefix), in their original order: the same
-result as a linear scan. Within a bucket, a rule whose pattern ends in literal text
+the few whose pattern has no such literal prefix, where their literal start allows the
+bucket), in their original order: the same result as a linear scan. Within a bucket, a rule whose pattern ends in literal text
 (``.../membership/check``) is skipped without running its expression when the path does
-not end with that text: under ``/api/v1/communities/<did>/...`` each expression would
+not end with that text, and one with plain text between two groups (``/records/``) when
+the path does not hold it: under ``/api/v1/communities/<did>/...`` each expression would
 otherwise scan the DID again.
 """
 
@@ -39,6 +40,40 @@ def _key_of_pattern(pattern: str) -> str | None:
     if len(complete) >= _SEGMENTS + 1:
         return "/".join(complete[: _SEGMENTS + 1])
     return None
+
+
+def _top_level_alternatives(pattern: str) -> bool:
+    depth, i, in_class = 0, 0, False
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            i += 1 if pattern[i + 1:i + 2] == "]" else 0   # `[]...]` holds a `]`
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+def _may_start_with(pattern: str, key: str) -> bool:
+    """Whether a path of bucket `key` (it starts with `key`) may match `pattern`: false only
+    when the pattern's literal start and `key` differ before either ends."""
+    if _top_level_alternatives(pattern):   # `/a|/b`: the start says nothing
+        return True
+    meta = _META.search(pattern)
+    literal = pattern if meta is None else pattern[: meta.start()]
+    if meta is not None and pattern[meta.start()] in "?*{":   # the last character may be absent
+        literal = literal[:-1]
+    return literal.startswith(key) or key.startswith(literal)
 
 
 def _literal_suffix(pattern: str) -> str:
@@ -91,6 +126,17 @@ def pattern_literal(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text.lstrip("^").rstrip("$"))
 
 
+def _literal_inner(pattern: str) -> str:
+    """The longest plain text between two of a pattern's top-level groups, which every
+    matching path holds (``/records/`` in ``.../(did)/records/(nsid)``); "" if none can be
+    told."""
+    if re.search(r"\(\?(?!:|P<)", pattern) or _top_level_alternatives(pattern):
+        return ""
+    groups = pattern_groups(pattern)
+    between = (pattern[end:start] for (_, end), (start, _) in zip(groups, groups[1:]))
+    return max((text for text in between if not _META.search(text)), key=len, default="")
+
+
 class RouteTable:
     def __init__(self, routes: Sequence[tuple]) -> None:
         entries = []
@@ -98,20 +144,23 @@ class RouteTable:
             pattern, handler = route[0], route[1]
             kwargs = route[2] if len(route) > 2 else {}
             entries.append((index, _key_of_pattern(pattern), PathMatches(pattern), handler, kwargs,
-                            _literal_suffix(pattern)))
+                            _literal_suffix(pattern), _literal_inner(pattern)))
         generic = [e for e in entries if e[1] is None]
         self._generic = [e[2:] for e in generic]
         self._buckets: dict[str, list[tuple]] = {}
         for key in {e[1] for e in entries if e[1] is not None}:
-            merged = sorted([e for e in entries if e[1] == key] + generic, key=lambda e: e[0])
+            # A rule without a bucket joins those whose paths its literal start allows:
+            # `/c/(...)` can never match under `/api/v1/communities`.
+            fitting = [e for e in generic if _may_start_with(routes[e[0]][0], key)]
+            merged = sorted([e for e in entries if e[1] == key] + fitting, key=lambda e: e[0])
             self._buckets[key] = [e[2:] for e in merged]
 
     def match(self, request: Any) -> tuple[Any, dict, list, dict] | None:
         """(handler class, handler kwargs, path args, path kwargs) or None."""
         path = request.path
         candidates = self._buckets.get(_key_of_path(path), self._generic)
-        for matcher, handler, kwargs, suffix in candidates:
-            if suffix and not path.endswith(suffix):
+        for matcher, handler, kwargs, suffix, inner in candidates:
+            if suffix and not path.endswith(suffix) or inner and inner not in path:
                 continue
             params = matcher.match(request)
             if params is not None:
