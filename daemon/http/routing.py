@@ -43,6 +43,7 @@ def _key_of_pattern(pattern: str) -> str | None:
 
 
 def _top_level_alternatives(pattern: str) -> bool:
+    """Whether `pattern` has a `|` outside every group and character class."""
     depth, i, in_class = 0, 0, False
     while i < len(pattern):
         char = pattern[i]
@@ -80,21 +81,8 @@ def _literal_suffix(pattern: str) -> str:
     """Text every path matching `pattern` must end with ("" if none can be told)."""
     if re.search(r"\(\?(?!:|P<)", pattern):   # flags or lookarounds: do not guess
         return ""
-    depth, i, in_class = 0, 0, False
-    while i < len(pattern):
-        char = pattern[i]
-        if char == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char in "()":
-            depth += 1 if char == "(" else -1
-        elif char == "|" and depth == 0:        # top-level alternatives end differently
-            return ""
-        i += 1
+    if _top_level_alternatives(pattern):        # alternatives end differently
+        return ""
     body = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
     last = max((m.end() for m in _META.finditer(body)), default=0)
     return body[last:]
