@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 from tornado.routing import PathMatches
 
-_META = re.compile(r"[\\.^$*+?{}\[\]|()]")
+# An escape (`\d`, `\.`) is one token, so the text after it starts after its letter.
+_META = re.compile(r"\\.|[.^$*+?{}\[\]|()]")
 _SEGMENTS = 3
 
 
@@ -54,7 +55,8 @@ def _top_level_alternatives(pattern: str) -> bool:
             in_class = char != "]"
         elif char == "[":
             in_class = True
-            i += 1 if pattern[i + 1:i + 2] == "]" else 0   # `[]...]` holds a `]`
+            i += 1 if pattern[i + 1:i + 2] == "^" else 0    # `[^]...]` and `[]...]` hold a `]`
+            i += 1 if pattern[i + 1:i + 2] == "]" else 0
         elif char == "(":
             depth += 1
         elif char == ")":
@@ -68,8 +70,8 @@ def _top_level_alternatives(pattern: str) -> bool:
 def _may_start_with(pattern: str, key: str) -> bool:
     """Whether a path of bucket `key` (it starts with `key`) may match `pattern`: false only
     when the pattern's literal start and `key` differ before either ends."""
-    if _top_level_alternatives(pattern):   # `/a|/b`: the start says nothing
-        return True
+    if re.search(r"\(\?(?!:|P<)", pattern) or _top_level_alternatives(pattern):
+        return True    # flags, comments, lookarounds, `/a|/b`: the start says nothing
     meta = _META.search(pattern)
     literal = pattern if meta is None else pattern[: meta.start()]
     if meta is not None and pattern[meta.start()] in "?*{":   # the last character may be absent
