@@ -210,6 +210,36 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
     assert (await client.get("/api/v1/webhooks", api_key=key)).json()["webhooks"] == []
 
 
+@pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS], indirect=True)
+async def test_webhook_pages_set_how_many_requests_go_at_once(app, client, receiver):
+    alice = await login_as(app, "did:plc:devalice9", "alice9.test")
+    made = await register_app(client, alice)
+    key, base = made["apiKey"], f"/apps/{made['appId']}"
+    rec = receiver()
+    page = (await client.get(base + "/webhooks/new", **cookie(alice))).text
+    assert 'id="concurrency" name="concurrency"' in page and 'value="1"' in page  # strict order unless changed
+    resp = await client.post(base + "/webhooks/new", **form(alice, [
+        ("url", rec.url), ("events", "member.joined"), ("concurrency", "4")]))
+    assert resp.status == 200, resp.text
+    hook = (await client.get("/api/v1/webhooks", api_key=key)).json()["webhooks"][0]
+    assert hook["concurrency"] == 4
+    hook_page = f"{base}/webhooks/{hook['webhookId']}"
+    assert 'class="input-short" value="4"' in (await client.get(hook_page, **cookie(alice))).text
+    # out of range, not a number, another script's digit: the field says so, nothing changes
+    for bad in ("0", "33", "abc", "\u0665", ""):
+        resp = await client.post(hook_page, **form(alice, [("url", rec.url), ("events", "member.joined"),
+                                                           ("active", "yes"), ("concurrency", bad)]))
+        assert resp.status == 400, bad
+        assert 'href="#concurrency"' in resp.text and "whole number from 1 to 32" in resp.text
+        assert 'aria-invalid="true"' in resp.text
+    assert (await client.get(f"/api/v1/webhooks/{hook['webhookId']}", api_key=key)).json()["concurrency"] == 4
+    resp = await client.post(hook_page, **form(alice, [("url", rec.url), ("events", "member.joined"),
+                                                       ("active", "yes"), ("concurrency", "1")]))
+    assert resp.status == 303
+    got = (await client.get(f"/api/v1/webhooks/{hook['webhookId']}", api_key=key)).json()
+    assert got["concurrency"] == 1 and got["active"] is True
+
+
 async def _delivered(app, webhook_id: str) -> bool:
     from store import webhooks
     return (await webhooks.delivery_counts(app.db, webhook_id)).get("delivered", 0) >= 1

@@ -91,6 +91,9 @@ class AppsService(Protocol):
 class WebhooksService(Protocol):
     """The webhooks plugin: an app's webhooks and their deliveries."""
 
+    #: The highest `concurrency` a webhook may have (deliveries in flight at once).
+    max_concurrency: int
+
     def settings(self) -> Any: """The plugin's config section (limits, secret overlap)."""
     def webhook_json(self, row: "Row") -> dict[str, Any]: ...
     def delivery_json(self, row: "Row") -> dict[str, Any]: ...

@@ -10,6 +10,7 @@ kept anywhere it could be shown again."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
@@ -50,6 +51,7 @@ _APP_WORDS = {
     "name": "Enter a name for the app, 3 to 100 characters",
     "domain": "Enter the app's domain name, such as app.example.com",
 }
+_CONCURRENCY = re.compile(r"[0-9]{1,2}")   # ASCII digits: int() also takes other scripts'
 _HOOK_WORDS = {
     "url": "Enter the address to send events to, starting with https://",
     "events": "Choose at least one event",
@@ -292,6 +294,9 @@ class WebhookForm(WebhooksOnly):
         values: dict[str, Any] = {"url": self.form.get("url", "").strip(), "events": chosen,
                                   "community": self.form.get("community", "").strip().lstrip("@"),
                                   "active": self.form.get("active", "")}
+        raw_concurrency = self.form.get("concurrency")
+        if raw_concurrency is not None:
+            values["concurrency"] = raw_concurrency.strip()
         errors = FormErrors(values=values)
         out: dict[str, Any] = {}
         if not values["url"]:
@@ -311,6 +316,13 @@ class WebhookForm(WebhooksOnly):
             if did is None:
                 errors.add("community", "There is no community " + values["community"] + " on this service")
             out["community_did"] = did
+        if raw_concurrency is not None:   # absent (an older form): the default, or as it was
+            if not _CONCURRENCY.fullmatch(values["concurrency"]) \
+                    or not 1 <= int(values["concurrency"]) <= self.webhooks.max_concurrency:
+                errors.add("concurrency", "Enter how many requests at once as a whole number from 1 to "
+                                          f"{self.webhooks.max_concurrency}")
+            else:
+                out["concurrency"] = int(values["concurrency"])
         return errors, out
 
     def community_refused(self, errors: FormErrors, exc: ApiError) -> None:
@@ -372,7 +384,7 @@ class WebhookPage(WebhookForm):
             more = f"?{urlencode({'cursor': encode_cursor([rows[DELIVERIES_PER_PAGE - 1]['id']])})}#deliveries"
         if not errors.values:
             errors.values = {"url": hook["url"], "events": hook["events"], "community": hook["community"] or "",
-                             "active": "yes" if hook["active"] else ""}
+                             "active": "yes" if hook["active"] else "", "concurrency": str(hook["concurrency"])}
         self.show("dev_webhook.html", f"Webhook {hook['url']}", errors, status, app=app, hook=hook,
                   deliveries=deliveries, more=more,
                   counts=await self.webhooks.delivery_counts(webhook_id))

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 class Webhooks:
     """`daemon.runtime.services.WebhooksService`, bound to one application."""
 
+    max_concurrency = service.MAX_CONCURRENCY
+
     def __init__(self, app: "Application") -> None:
         self.app = app
         #: The delivery loop, from start-up to shutdown (delivery.py).
