@@ -138,15 +138,13 @@ class LeanHandler(RequestLogic):
             if _etag_matches(etag, self.request.headers.get("If-None-Match")):
                 status, body = 304, b""
         self._status = status
-        if status == 304:
-            conn = self.request.connection
-            conn.write_headers(httputil.ResponseStartLine("", 304, "Not Modified"), self._final(headers), b"")
-            conn.finish()
-            self.application.log_request(self)
-            return
-        headers["Content-Type"] = _JSON_CT
-        headers["Content-Length"] = str(len(body))
-        self._final(headers)
+        if status != 304:
+            headers["Content-Type"] = _JSON_CT
+            headers["Content-Length"] = str(len(body))
+        headers["Date"] = _HttpDate.now()
+        headers["Server"] = SERVER_HEADER
+        if self.close_connection:
+            headers["Connection"] = "close"
         if self.request.method == "HEAD":
             body = b""
         conn = self.request.connection
@@ -154,13 +152,6 @@ class LeanHandler(RequestLogic):
                            headers, body)
         conn.finish()
         self.application.log_request(self)
-
-    def _final(self, headers: httputil.HTTPHeaders) -> httputil.HTTPHeaders:
-        headers["Date"] = _HttpDate.now()
-        headers["Server"] = SERVER_HEADER
-        if self.close_connection:
-            headers["Connection"] = "close"
-        return headers
 
     def _respond_error(self, exc: BaseException) -> None:
         status = exc.status if isinstance(exc, ApiError) else 500
