@@ -154,7 +154,8 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
                 r"/api/v1/communities/" + did + r"/records/([^/?#]+)",
                 r"/y/(a)?/z/(b)", r"/y/(a)/z/(b)?", r"/y/(q)+/w/(b)", r"/y/(r)/a\.b/(c)",
                 r"/c[^][]|/api/v1/communities/(cls)", r"/c[^][]|(a)/k/(b)", r"/c[^][]|/k/",
-                r"/c(?#()|/api/v1/communities/(comment)", r"/api/v1/items/\d", r"/api/v1/items/(i)\w",
+                r"/c(?#()|/api/v1/communities/(comment)", r"/api/v1/items/\d", r"/api/v1/items/(i)\w", r"/api/v1/apps/foo|/c/(alt)",
+                r"/api/v1/apps/?(q)",
                 r"/api/v1/communities/" + did + r"/membership/check", r"/api/v1/communities/" + did,
                 r"/api/v1/communities/" + did + r"/members/(approve|reject)", r"/x/a|/x/b/c",
                 r"/x/items/?", r"/x/f\.json", r"(?i)/x/caps", r"/x/a\|b/c", r"/x/a[|]/c",
@@ -172,7 +173,8 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
              "/api/v1/communities/did:plc:abc/records/app.x", "/api/v1/communities/did:plc:abc/records/",
              "/y//z/b", "/y/a/z/", "/y/qq/w/b", "/y/r/a.b/c", "/y/r/aXb/c",
              "/api/v1/communities/cls", "/cx", "/c]", "/api/v1/communities/comment", "/api/v1/items/5",
-             "/api/v1/items/iw", "/api/v1/items/i_"]
+             "/api/v1/items/iw", "/api/v1/items/i_", "/c/alt", "/api/v1/apps/foo", "/api/v1/appsq",
+             "/api/v1/apps/q"]
     for path in paths:
         request = SimpleNamespace(path=path)
         linear = next(((h, (m.match(request) or {}).get("path_args", [])) for p, h in routes

@@ -30,17 +30,43 @@ def _key_of_path(path: str) -> str:
 
 def _key_of_pattern(pattern: str) -> str | None:
     """The bucket of a pattern, or None if it can match paths in several buckets."""
-    pattern = pattern.rstrip("$")
-    meta = _META.search(pattern)
-    literal = pattern if meta is None else pattern[: meta.start()]
-    parts = literal.split("/")
-    if meta is None:
-        return _key_of_path(literal)
+    body = _unanchored(pattern)
+    start = _literal_start(body)
+    if start is None:
+        return None
+    if start == body:  # all literal
+        return _key_of_path(start)
     # the literal part must hold the first three segments completely
-    complete = parts[:-1]  # the last part may continue into the regex
+    complete = start.split("/")[:-1]  # the last part may continue into the regex
     if len(complete) >= _SEGMENTS + 1:
         return "/".join(complete[: _SEGMENTS + 1])
     return None
+
+
+def _unanchored(pattern: str) -> str:
+    """`pattern` without its closing `$` (Tornado adds one anyway)."""
+    return pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+
+
+def _literal_start(pattern: str) -> str | None:
+    """The text every path matching `pattern` starts with; None when the pattern's shape
+    (flags, comments, lookarounds, top-level `/a|/b`) leaves it unknown."""
+    if _opaque(pattern):
+        return None
+    meta = _META.search(pattern)
+    if meta is None:
+        return pattern
+    literal = pattern[: meta.start()]
+    return literal[:-1] if pattern[meta.start()] in "?*{" else literal  # `s?`: may be absent
+
+
+def _opaque(pattern: str) -> bool:
+    """Whether the shortcuts should not read `pattern`'s literal text: flags, comments and
+    lookarounds (`(?i)`, `(?#...)`, `(?=...)`), and top-level alternatives (`/a|/b`)."""
+    return bool(_SPECIAL_GROUP.search(pattern)) or _top_level_alternatives(pattern)
+
+
+_SPECIAL_GROUP = re.compile(r"\(\?(?!:|P<)")
 
 
 def _top_level_alternatives(pattern: str) -> bool:
@@ -70,22 +96,15 @@ def _top_level_alternatives(pattern: str) -> bool:
 def _may_start_with(pattern: str, key: str) -> bool:
     """Whether a path of bucket `key` (it starts with `key`) may match `pattern`: false only
     when the pattern's literal start and `key` differ before either ends."""
-    if re.search(r"\(\?(?!:|P<)", pattern) or _top_level_alternatives(pattern):
-        return True    # flags, comments, lookarounds, `/a|/b`: the start says nothing
-    meta = _META.search(pattern)
-    literal = pattern if meta is None else pattern[: meta.start()]
-    if meta is not None and pattern[meta.start()] in "?*{":   # the last character may be absent
-        literal = literal[:-1]
-    return literal.startswith(key) or key.startswith(literal)
+    start = _literal_start(pattern)
+    return start is None or start.startswith(key) or key.startswith(start)
 
 
 def _literal_suffix(pattern: str) -> str:
     """Text every path matching `pattern` must end with ("" if none can be told)."""
-    if re.search(r"\(\?(?!:|P<)", pattern):   # flags or lookarounds: do not guess
+    if _opaque(pattern):
         return ""
-    if _top_level_alternatives(pattern):        # alternatives end differently
-        return ""
-    body = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+    body = _unanchored(pattern)
     last = max((m.end() for m in _META.finditer(body)), default=0)
     return body[last:]
 
@@ -120,7 +139,7 @@ def _literal_inner(pattern: str) -> str:
     """The longest plain text between two of a pattern's top-level groups, which every
     matching path holds (``/records/`` in ``.../(did)/records/(nsid)``); "" if none can be
     told."""
-    if re.search(r"\(\?(?!:|P<)", pattern) or _top_level_alternatives(pattern):
+    if _opaque(pattern):
         return ""
     groups = pattern_groups(pattern)
     between = (pattern[end:start] for (_, end), (start, _) in zip(groups, groups[1:]))
