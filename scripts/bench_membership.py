@@ -169,6 +169,15 @@ async def seed(state: Path) -> dict[str, Any]:
     return {"key": key, "cursor_after_id": ids[0]["id"]}
 
 
+def seed_and_report(state: Path) -> dict[str, Any]:
+    """`seed`, saying how long it took (bench_pages.py and bench_startup.py seed this way too)."""
+    t0 = time.perf_counter()
+    seeded = asyncio.run(seed(state))
+    print(f"seeded {MEMBERS} members + {COMMUNITIES + 1} communities in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    return seeded
+
+
 # ------------------------------------------------------------------ load generator
 
 
@@ -272,10 +281,7 @@ def main() -> int:
 
     state = Path(tempfile.mkdtemp(prefix="cr-bench-"))
     try:
-        t0 = time.perf_counter()
-        seeded = asyncio.run(seed(state))
-        print(f"seeded {MEMBERS} members + {COMMUNITIES + 1} communities in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        seeded = seed_and_report(state)
         port, bare_port, plain_port = free_port(), free_port(), free_port()
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Event()

@@ -29,7 +29,6 @@ import multiprocessing
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +94,7 @@ def main() -> int:
 
     state = Path(tempfile.mkdtemp(prefix="cr-bench-pages-"))
     try:
-        t0 = time.perf_counter()
-        asyncio.run(bm.seed(state))
-        print(f"seeded {bm.MEMBERS} members + {bm.COMMUNITIES + 1} communities in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        bm.seed_and_report(state)
         seeded = asyncio.run(_deep_cursor(state))
         port, bare_port = bm.free_port(), bm.free_port()
         ctx = multiprocessing.get_context("spawn")

@@ -14,7 +14,6 @@ one). Prints each run and the median.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import http.client
 import shutil
 import signal
@@ -64,10 +63,7 @@ def main() -> int:
     args = parser.parse_args()
     state = Path(tempfile.mkdtemp(prefix="cr-startup-"))
     try:
-        t0 = time.perf_counter()
-        asyncio.run(bench_membership.seed(state))
-        print(f"seeded {bench_membership.MEMBERS} members + {bench_membership.COMMUNITIES + 1} "
-              f"communities in {time.perf_counter() - t0:.1f} s")
+        bench_membership.seed_and_report(state)
         port = bench_membership.free_port()
         config = state / "config.yaml"
         config.write_text(
