@@ -152,8 +152,7 @@ class MembersHandler(WebBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         status = await common.require_member_view(self, row, self.principal.did)
-        self.send_json(await common.list_members(self, row, self.principal.did,
-                                                 admin_view=bool(status and status.is_admin)))
+        self.send_json_bytes(await common.members_json(self, row, admin_view=bool(status and status.is_admin)))
 
 
 class PendingHandler(WebBase):
