@@ -104,6 +104,24 @@ async def test_a_lone_surrogate_is_invalid_json_on_every_route(app, client):
     assert resp.status == 200, resp.text
 
 
+async def test_a_key_named_twice_is_invalid_json_on_every_route(app, client):
+    """{"userDid": X, "userDid": Y}: Python keeps the last, a proxy in front may read the
+    first; so one body could name two actors. Refused at any depth, on every route."""
+    _, _, cases = await routes(app, client)
+    for body in (b'{"userDid": "did:plc:x", "userDid": "did:plc:y", "input": "a.test"}',
+                 b'{"input": "a.test", "nested": {"a": 1, "a": 2}}',
+                 b'{"input": "a.test", "list": [{"k": 1}, {"k": 2, "k": 3}]}'):
+        for method, path, auth in cases:
+            resp = await client.request(method, path, body=body,
+                                        headers={"Content-Type": "application/json"}, **auth)
+            assert_error(resp, 400, "invalid_json")
+            assert "more than once" in resp.json()["message"], resp.text
+    # the same key in two different objects is fine
+    resp = await client.post("/test/echo", body=b'{"count": 1, "a": {"k": 1}, "b": {"k": 1}}',
+                             headers={"Content-Type": "application/json"}, api_key=cases[0][2]["api_key"])
+    assert resp.status == 200, resp.text
+
+
 # ------------------------------------------------------------------ limit and cursor
 
 

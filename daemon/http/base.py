@@ -163,7 +163,38 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice. JSON (RFC 8259) leaves the meaning open: Python keeps
+    the last, other parsers (a proxy in front, say) the first, so two readers of one body
+    could see two different actors. Every body parser refuses it instead."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key[:100]!r} appears more than once in one object")
+        self.key = key
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return obj
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                 object_pairs_hook=_object_without_duplicates)
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """JSON text decoded by the rules of request bodies: no NaN/Infinity, no number too large
+    for a float, no key twice in one object (each a ValueError; `DuplicateKeyError` for the
+    last). For JSON a client sends inside something else (a token's claims, say)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _JSON_DECODER.decode(text)
 
 # A Content-Length as HTTP defines it: ASCII digits only (str.isdigit also takes "²").
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
@@ -187,8 +218,8 @@ def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = 
     """A request body as a JSON object, by the rules every route shares (docs/api.md,
     "Bodies"): an empty body is `{}` when not `required` (400 otherwise); any other body must
     be sent as ``application/json`` (a ``charset`` parameter may only say UTF-8), else 415;
-    it must be UTF-8 JSON text holding an object, with no NaN/Infinity and no lone surrogate
-    (``"\\ud800"``), else 400 ``invalid_json``."""
+    it must be UTF-8 JSON text holding an object, with no NaN/Infinity, no lone surrogate
+    (``"\\ud800"``) and no key twice in one object (at any depth), else 400 ``invalid_json``."""
     if not raw:
         if required:
             raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
@@ -202,6 +233,9 @@ def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = 
         return {}
     try:
         value = _JSON_DECODER.decode(raw.decode("utf-8"))
+    except DuplicateKeyError as exc:
+        raise ApiError(400, "invalid_json", f"The body is ambiguous: {exc}.",
+                       details=[{"field": exc.key[:100], "message": "appears more than once"}]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
     except RecursionError:
