@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.fixtures_communities import Api, seed_community
 
 ADMIN = "did:plc:seedadmin"
@@ -51,3 +55,22 @@ async def test_a_token_whose_alg_is_not_a_string_is_a_proof_error_not_a_500(app:
     resp = await client.post(api.path(did, "/members/join"), api_key=api.key, json={"userDid": USER},
                              headers={"Authorization": f"Bearer {_token({'alg': 'ES256K'}, twice)}"})
     assert resp.status == 401 and resp.json()["error"] == "proof_bad_signature", resp.text
+
+
+# ------------------------------------------------------------------ keys in the configuration
+
+
+def test_a_malformed_previous_secret_key_is_a_configuration_error_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"storage: {{state_dir: {tmp_path / 'st'}}}\n"
+                      f"previous_secret_keys: ['{'ab' * 32}', 'not a key']\n")
+    for command in ("serve", "check-config", "migrate"):
+        result = subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), command],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "configuration error: previous_secret_keys[1]: a secret key must be 32 bytes" in result.stderr
+        assert "Traceback" not in result.stderr
+    config.write_text(f"storage: {{state_dir: {tmp_path / 'st'}, backup_key: 'short'}}\n")
+    result = subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "check-config"],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 2 and "storage.backup_key: a secret key must be 32 bytes" in result.stderr

@@ -20,6 +20,14 @@ from typing import Any, Literal, Mapping
 import yaml
 
 
+def _check_key(value: str, path: str) -> None:
+    from daemon.security.secretbox import parse_key
+    try:
+        parse_key(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), path) from None
+
+
 class ConfigError(Exception):
     """A configuration problem, with the key path it concerns."""
 
@@ -52,10 +60,13 @@ class StorageConfig:
     read_connections: int = 2
     busy_timeout_ms: int = 5000
     pre_migration_backups: int = 3
+    backup_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.pre_migration_backups < 0:
             raise ConfigError("must be 0 (off) or more", "storage.pre_migration_backups")
+        if self.backup_key is not None:
+            _check_key(self.backup_key, "storage.backup_key")
 
 
 @dataclass(frozen=True)
@@ -217,6 +228,11 @@ class Config:
     # Not keys of the file: where it was read from, and the plugins' own sections.
     base_dir: str = field(default=".", metadata={"internal": True})
     plugin_sections: Mapping[str, Any] = field(default_factory=dict, metadata={"internal": True})
+
+    def __post_init__(self) -> None:
+        # A key that cannot be read stops the start with its name, not a traceback later.
+        for i, key in enumerate(self.previous_secret_keys):
+            _check_key(key, f"previous_secret_keys[{i}]")
 
     # ---------------------------------------------------------------- helpers
 

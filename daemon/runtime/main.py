@@ -174,16 +174,21 @@ async def run_backup(config: Any, pm: Any, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from daemon.runtime import backup
-    from daemon.runtime.app import state_files
+    from daemon.runtime.app import backup_keys, state_files
 
     if (args.destination is None) == (args.into is None):
         print("commonroom backup: give either DESTINATION or --into DIR", file=sys.stderr)
         return 2
     dest = Path(args.destination) if args.destination else Path(args.into) / f"commonroom-{backup.stamp()}"
+    keys = backup_keys(config)
     result = await asyncio.to_thread(
         backup.backup, config.database_path, config.state_dir, dest,
         declared_files=state_files(config, pm), secret_key_configured=bool(config.secret_key),
-        progress=_progress)
+        signing_key=keys[0] if keys else None, progress=_progress)
+    if not keys:
+        _progress("warning: this backup is not signed (neither storage.backup_key nor secret_key is "
+                  "configured): its checksums show damage, not tampering, and restoring it needs "
+                  "--unsigned (docs/operations.md, \"Backups\")")
     if config.secret_key:
         _progress("note: secret_key is set in the configuration, not generated: back it up separately "
                   "(without it the stored credentials cannot be decrypted)")
@@ -198,12 +203,13 @@ async def run_restore(config: Any, pm: Any, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from daemon.runtime import backup
-    from daemon.runtime.app import migration_components
+    from daemon.runtime.app import backup_keys, migration_components, state_files
     from store.migrate import newest_versions
 
     await asyncio.to_thread(
         backup.restore, Path(args.source), config.state_dir, config.storage.database,
         newest_versions(migration_components(pm)), secret_key_configured=bool(config.secret_key),
+        declared_files=state_files(config, pm), keys=backup_keys(config), unsigned=args.unsigned,
         progress=_progress)
     return 0
 
@@ -269,9 +275,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --into: keep only the newest N backups there")
     restore = sub.add_parser(
         "restore", help="restore a backup into a fresh state directory (daemon stopped)",
-        description="Check a backup (manifest, checksums, integrity, schema versions) and restore "
+        description="Check a backup (signature, manifest, checksums, integrity, schema versions) and restore "
                     "it into the configured state directory, which must hold no database yet.")
     restore.add_argument("source", help="a directory written by `commonroom backup`")
+    restore.add_argument("--unsigned", action="store_true",
+                         help="restore without checking the backup's signature (a backup written "
+                              "without storage.backup_key or secret_key; check its origin yourself)")
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
