@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import base64
 import json
+import resource
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -74,3 +77,162 @@ def test_a_malformed_previous_secret_key_is_a_configuration_error_naming_it(tmp_
     result = subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "check-config"],
                             capture_output=True, text=True, cwd=REPO, timeout=60)
     assert result.returncode == 2 and "storage.backup_key: a secret key must be 32 bytes" in result.stderr
+
+
+# ------------------------------------------------------------------ hole 5: connection floods
+
+
+def _half_sent(port: int, source: str, count: int) -> list[socket.socket]:
+    """`count` connections from `source` that start a request's head and never finish it."""
+    opened = []
+    for _ in range(count):
+        s = socket.socket()
+        s.settimeout(2)
+        s.bind((source, 0))
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        except OSError:
+            s.close()
+            continue
+        opened.append(s)
+    return opened
+
+
+def _health_from(port: int, source: str, timeout: float = 1.0) -> tuple[int, float]:
+    """GET /health from `source`: (status, seconds taken). Raises if it takes longer."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return int(data.split(b" ", 2)[1]), time.monotonic() - started
+
+
+def _refused_with_429(conns: list[socket.socket]) -> int:
+    refused = 0
+    for s in conns:
+        s.settimeout(0.5)
+        try:
+            head = s.recv(4096)
+        except (socket.timeout, OSError):
+            continue
+        if head.startswith(b"HTTP/1.1 429") and b"too_many_connections" in head:
+            refused += 1
+    return refused
+
+
+class _Daemon:
+    """`commonroom serve` in a subprocess whose open files are capped at `nofile`."""
+
+    def __init__(self, tmp_path: Path, nofile: int, server: dict[str, Any]) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        extra = "".join(f", {k}: {v}" for k, v in server.items())
+        config = tmp_path / "config.yaml"
+        config.write_text(
+            f"server: {{host: 127.0.0.1, port: {self.port}, base_url: 'http://127.0.0.1:{self.port}'{extra}}}\n"
+            f"storage: {{state_dir: {tmp_path / 'state'}}}\nsecret_key: '{'22' * 32}'\n")
+        self.log = tmp_path / "daemon.log"
+
+        def limit() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "serve"],
+                                         cwd=REPO, stdout=out, stderr=subprocess.STDOUT, preexec_fn=limit)
+        deadline = time.monotonic() + 60
+        while "listening on" not in self.log.read_text():
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.1)
+
+    def stop(self) -> str:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.log.read_text()
+
+
+@pytest.fixture
+def daemon_at(tmp_path: Path) -> Any:
+    started: list[_Daemon] = []
+
+    def start(nofile: int, **server: Any) -> _Daemon:
+        started.append(_Daemon(tmp_path, nofile, server))
+        return started[-1]
+
+    yield start
+    for d in started:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+
+
+def test_half_sent_requests_from_one_address_leave_health_answering_for_others(daemon_at: Any) -> None:
+    """The probe's flood: more half-sent requests from one address than the daemon has files
+    for. The address gets its cap (the rest are refused at once with 429), and /health
+    from another address still answers within a second."""
+    d = daemon_at(128, max_connections_per_address=16)
+    flood = _half_sent(d.port, "127.0.0.2", 200)
+    try:
+        status, took = _health_from(d.port, "127.0.0.3", timeout=1.0)
+        assert status == 200 and took < 1.0
+        assert _refused_with_429(flood) >= 150
+    finally:
+        for s in flood:
+            s.close()
+    log = d.stop()
+    assert "Traceback" not in log and log.count("refused a connection from 127.0.0.2") == 1, log
+
+
+def test_accept_failing_for_lack_of_files_backs_off_and_logs_once(daemon_at: Any) -> None:
+    """No cap (0): the flood exhausts the open files, accept() fails with EMFILE; the daemon
+    pauses accepting and logs one line per interval, never a traceback per attempt, and
+    answers again as soon as files are free."""
+    d = daemon_at(96, max_connections_per_address=0)
+    flood = _half_sent(d.port, "127.0.0.2", 150)
+    try:
+        time.sleep(3)
+        log = d.log.read_text()
+        assert log.count("cannot accept connections: Too many open files") == 1, log
+        assert "Traceback" not in log and "Exception in callback" not in log, log
+    finally:
+        for s in flood:
+            s.close()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            status, _ = _health_from(d.port, "127.0.0.3", timeout=2.0)
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+    assert status == 200
+    assert "Traceback" not in d.stop()
+
+
+def test_connection_limits_exempt_trusted_proxies_and_count_websockets_apart() -> None:
+    from daemon.http.server import ConnectionLimits
+
+    limits = ConnectionLimits(2, 1, exempt=("10.0.0.0/8",))
+    assert limits.open_http("192.0.2.7") and limits.open_http("192.0.2.7")
+    assert limits.open_http("192.0.2.7") is False and limits.refused == 1
+    assert limits.open_http("::ffff:192.0.2.7") is False   # the same client, written as IPv6
+    assert all(limits.open_http("10.1.2.3") is None for _ in range(10))   # a trusted proxy
+    # One IPv6 client holds a whole /64: its addresses share one count.
+    assert limits.open_http("2001:db8::1") and limits.open_http("2001:db8::2")
+    assert limits.open_http("2001:db8::ffff") is False and limits.open_http("2001:db8:0:1::1")
+    # WebSocket subscribers have their own budget, whatever the HTTP count.
+    assert limits.open_websocket("192.0.2.7") and not limits.open_websocket("192.0.2.7")
+    limits.close_websocket("192.0.2.7")
+    assert limits.open_websocket("192.0.2.7")
+    assert limits.open_count("192.0.2.7") == (2, 1)
+    limits.close_http("192.0.2.7")
+    assert limits.open_count("192.0.2.7") == (1, 1) and limits.open_http("192.0.2.7")

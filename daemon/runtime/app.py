@@ -25,6 +25,7 @@ from daemon.http.metrics import Metrics, MetricsHandler
 from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter
 from daemon.http.routing import RouteTable
+from daemon.http.server import ConnectionLimits
 from daemon.security.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
@@ -175,6 +176,11 @@ class Application(tornado.web.Application):
         self.db = db
         self.clock = clock or Clock()
         self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
+        #: Open connections per client address: HTTP ones counted by the daemon's server,
+        #: WebSocket subscribers by the routes that upgrade (daemon/http/server.py).
+        self.connections = ConnectionLimits(config.server.max_connections_per_address,
+                                            config.server.max_websockets_per_address,
+                                            config.server.trusted_proxies)
         self.secrets = load_secret_key(config)
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Whether periodic work (`spawn_periodic`) runs again after its start-up pass. The

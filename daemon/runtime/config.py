@@ -51,6 +51,18 @@ class ServerConfig:
     shutdown_timeout_seconds: float = 15.0
     tls_cert: str | None = None
     tls_key: str | None = None
+    max_connections_per_address: int = 256
+    max_websockets_per_address: int = 32
+    idle_connection_timeout_seconds: float = 65.0
+    body_timeout_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections_per_address", "max_websockets_per_address"):
+            if getattr(self, name) < 0:
+                raise ConfigError("must be 0 (no cap) or more", f"server.{name}")
+        for name in ("idle_connection_timeout_seconds", "body_timeout_seconds"):
+            if not 1 <= getattr(self, name) <= 3600:
+                raise ConfigError("must be from 1 to 3600 seconds", f"server.{name}")
 
 
 @dataclass(frozen=True)

@@ -106,28 +106,44 @@ async def serve(config: Any, pm: Any) -> int:
         return await _serve(config, pm)
 
 
-async def _serve(config: Any, pm: Any) -> int:
-    from tornado.httpserver import HTTPServer
+def build_server(app: Any, ssl_ctx: ssl.SSLContext | None = None) -> Any:
+    """The daemon's HTTP server for `app` (daemon/http/server.py: per-address connection
+    cap, accept back-off), with the configured size and time limits."""
+    from daemon.http.server import Server
 
+    srv = app.config.server
+    return Server(app, limits=app.connections, ssl_options=ssl_ctx, xheaders=False,
+                  max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
+                  # the wait for a request's head, and the time the head may take once
+                  # started: it also ends idle keep-alive connections (docs/configuration.md)
+                  idle_connection_timeout=srv.idle_connection_timeout_seconds,
+                  # a client that declares a body and never sends it (or drips it) is
+                  # dropped instead of holding a connection and an in-flight slot
+                  body_timeout=srv.body_timeout_seconds)
+
+
+async def _serve(config: Any, pm: Any) -> int:
+    from tornado.netutil import bind_sockets
+
+    from daemon.http.server import raise_open_files_limit
     from daemon.runtime.app import create_app
     from daemon.runtime.systemd import notify
 
+    old_limit, new_limit = raise_open_files_limit()
+    if new_limit != old_limit:
+        log.info("raised the open files limit from %d to %d", old_limit, new_limit)
     app = await create_app(config, pm)
     srv = config.server
     ssl_ctx = None
     if srv.tls_cert and srv.tls_key:
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(srv.tls_cert, srv.tls_key)
-    server = HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
-                        max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
-                        idle_connection_timeout=60,
-                        # a client that declares a body and never sends it (or drips it) is
-                        # dropped instead of holding a connection and an in-flight slot
-                        body_timeout=30)
-    sockets = server.listen(srv.port, srv.host) or None
+    server = build_server(app, ssl_ctx)
+    sockets = bind_sockets(srv.port, srv.host)
+    server.add_sockets(sockets)
     port = srv.port
     if port == 0:
-        port = next(iter(server._sockets.values())).getsockname()[1]
+        port = sockets[0].getsockname()[1]
     scheme = "https" if ssl_ctx else "http"
     log.info("commonroom %s listening on %s://%s:%d (base_url %s)", __version__, scheme, srv.host,
              port, srv.base_url)
