@@ -236,3 +236,33 @@ def test_connection_limits_exempt_trusted_proxies_and_count_websockets_apart() -
     assert limits.open_count("192.0.2.7") == (2, 1)
     limits.close_http("192.0.2.7")
     assert limits.open_count("192.0.2.7") == (1, 1) and limits.open_http("192.0.2.7")
+
+
+# ------------------------------------------------------------------ what a refusal says
+
+
+async def test_refusals_of_host_names_never_say_what_they_resolve_to(app: Any, client: Any) -> None:
+    """POST /login needs no account: its errors must not make the daemon an oracle on its
+    own DNS. A name resolving to a private or loopback address, or to nothing, is refused
+    with the same words, and no address appears."""
+    answers: dict[str, list[str]] = {"intranet.example.com": ["10.0.0.5"], "wiki.example.com": ["127.0.0.1"],
+                                     "mixed.example.com": ["fd00::7", "192.168.1.9"]}
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return answers[host]
+
+    app.http._transport.guard.resolver = resolve  # the guard under app.http (httpx keeps it there)
+    said = {}
+    for host in [*answers, "nowhere.example.com"]:
+        for typed in (f"https://{host}", f"did:web:{host}"):
+            resp = await client.post("/login", json={"input": typed})
+            assert resp.status == 400, resp.text
+            message = resp.json()["message"]
+            assert f"{host} does not resolve to a public address" in message, message
+            for leak in ("10.0.0.5", "127.0.0.1", "fd00", "192.168", "private", "loopback", "not known"):
+                assert leak not in message, message
+            said[typed] = message.replace(host, "HOST")
+    assert len({m for t, m in said.items() if t.startswith("https")}) == 1
+    assert len({m for t, m in said.items() if t.startswith("did")}) == 1
