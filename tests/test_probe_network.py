@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import resource
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -266,3 +268,28 @@ async def test_refusals_of_host_names_never_say_what_they_resolve_to(app: Any, c
             said[typed] = message.replace(host, "HOST")
     assert len({m for t, m in said.items() if t.startswith("https")}) == 1
     assert len({m for t, m in said.items() if t.startswith("did")}) == 1
+
+
+# ------------------------------------------------------------------ files and headers
+
+
+async def test_a_new_database_is_created_owner_only_whatever_the_umask(tmp_path: Path) -> None:
+    from store.db import Database
+
+    old = os.umask(0o022)
+    try:
+        db = Database(tmp_path / "fresh" / "x.sqlite3")
+        await db.open()
+        async with db.transaction("test") as tx:
+            await tx.execute("CREATE TABLE t (x)")
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "fresh").iterdir()}
+        await db.close()
+    finally:
+        os.umask(old)
+    assert modes["x.sqlite3"] == 0o600
+    assert all(mode == 0o600 for mode in modes.values()), modes   # -wal and -shm follow it
+
+
+async def test_the_api_reference_page_may_not_be_framed(app: Any, client: Any) -> None:
+    resp = await client.get("/api/v1/docs")
+    assert resp.status == 200 and resp.headers["X-Frame-Options"] == "DENY"
