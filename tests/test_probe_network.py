@@ -293,3 +293,48 @@ async def test_a_new_database_is_created_owner_only_whatever_the_umask(tmp_path:
 async def test_the_api_reference_page_may_not_be_framed(app: Any, client: Any) -> None:
     resp = await client.get("/api/v1/docs")
     assert resp.status == 200 and resp.headers["X-Frame-Options"] == "DENY"
+
+
+# ------------------------------------------------------------------ invites: a cap and a budget
+
+
+class TestInvites:
+    @pytest.fixture
+    def config_overrides(self) -> dict[str, Any]:
+        return {"communities": {"max_active_invites": 3},
+                "rate_limits": {"auth": {"requests": 3, "window_seconds": 900},
+                                "invites": {"requests": 4, "window_seconds": 900}}}
+
+    async def test_a_community_has_at_most_the_configured_active_invites(self, app: Any, client: Any,
+                                                                         clock: Any) -> None:
+        api = await Api.make(app, client)
+        did = await seed_community(app, ADMIN, creator_app_id=api.app_id)
+
+        async def create(**fields: Any) -> Any:
+            return await api.post(api.path(did, "/invites"), {"adminDid": ADMIN, **fields})
+
+        made = [await create() for _ in range(2)]
+        soon = await create(expiresAt=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.time() + 60)))
+        assert all(r.status == 201 for r in [*made, soon]), [r.text for r in made]
+        refused = await create()
+        assert refused.status == 409 and refused.json()["error"] == "too_many_invites", refused.text
+        assert "communities.max_active_invites" in refused.json()["message"]
+        # Revoked and expired invites no longer count.
+        revoked = await api.delete(api.path(did, f"/invites/{made[0].json()['id']}"), {"adminDid": ADMIN})
+        assert revoked.status == 200, revoked.text
+        assert (await create()).status == 201
+        assert (await create()).status == 409
+        clock.advance(120)
+        assert (await create()).status == 201
+
+    async def test_sign_in_and_invite_pages_have_separate_budgets(self, app: Any, client: Any) -> None:
+        # Sign-in's budget used up ...
+        for _ in range(3):
+            assert (await client.post("/login", json={"input": "https://10.0.0.1"})).status == 400
+        assert (await client.post("/login", json={"input": "https://10.0.0.1"})).status == 429
+        # ... leaves the invites' whole: the preview and the page share that one.
+        for _ in range(3):
+            assert (await client.get("/api/v1/invites/nosuchcode0123456789abcd")).status == 404
+        assert (await client.get("/invite/nosuchcode0123456789abcd")).status == 404
+        assert (await client.get("/api/v1/invites/nosuchcode0123456789abcd")).status == 429
+        assert (await client.get("/invite/nosuchcode0123456789abcd")).status == 429

@@ -334,7 +334,8 @@ class RequestLogic:
     route class) both build on it, so the two behave alike. Subclasses set:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
-    * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
+    * ``rate_limit``: ``"auth"`` for login-like endpoints, ``"invites"`` for the invite
+      pages and preview (each per client address, with its own budget);
     * ``max_body``: None for the configured limit, or a byte count (uploads);
     * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
       (every other route declares its methods with `daemon.http.openapi.operation`).
@@ -488,9 +489,11 @@ class RequestLogic:
         limits = self.app.config.rate_limits
         decision = None
         scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
-        if self.rate_limit == "auth":
-            decision = self.app.ratelimiter.hit(f"auth:{self.client_ip()}", limits.auth.requests,
-                                                limits.auth.window_seconds)
+        if self.rate_limit in ("auth", "invites"):
+            # per client address: sign-in and invites each with their own budget
+            bucket = limits.auth if self.rate_limit == "auth" else limits.invites
+            decision = self.app.ratelimiter.hit(f"{self.rate_limit}:{self.client_ip()}", bucket.requests,
+                                                bucket.window_seconds)
         elif self.principal is not None and self.principal.kind == "app":
             requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
             decision = self.app.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)

@@ -91,6 +91,7 @@ class RateLimit:
 class RateLimitsConfig:
     api: RateLimit = RateLimit(100, 60.0)
     auth: RateLimit = RateLimit(20, 900.0)
+    invites: RateLimit = RateLimit(60, 900.0)
     session: RateLimit = RateLimit(300, 60.0)
     failed_auth: RateLimit = RateLimit(50, 900.0)
     max_tracked_keys: int = 100_000
