@@ -409,7 +409,12 @@ class RequestLogic:
         return length is None or length <= DRAIN_LIMIT
 
     async def admit(self) -> None:
-        """Everything before the route's method: body size, credentials, CSRF, rate limit."""
+        """Everything before the route's method: query, body size, credentials, CSRF, rate limit."""
+        query = self.request.query
+        if query and ("%" in query or not query.isprintable()) and _QUERY_CONTROL.search(query):
+            # Tornado would silently turn them into spaces: a value that is not what was sent.
+            raise ApiError(400, "invalid_query", "The query string holds a control character "
+                                                 "(%00-%1F or %7F), which no parameter takes.")
         try:
             length = content_length(self.request.headers.get("Content-Length"))
         except ValueError:
@@ -538,6 +543,8 @@ class RequestLogic:
 
 
 _LIMIT_RE = re.compile(r"[0-9]{1,4}")
+# A control character in a query, percent-encoded or raw (C0 and DEL).
+_QUERY_CONTROL = re.compile(r"%(?:[01][0-9A-Fa-f]|7[Ff])|[\x00-\x1f\x7f]")
 
 
 def error_for(exc: BaseException | None, status_code: int, request_id: str) -> ApiError:
