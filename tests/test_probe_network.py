@@ -338,3 +338,42 @@ class TestInvites:
         assert (await client.get("/invite/nosuchcode0123456789abcd")).status == 404
         assert (await client.get("/api/v1/invites/nosuchcode0123456789abcd")).status == 429
         assert (await client.get("/invite/nosuchcode0123456789abcd")).status == 429
+
+
+# ------------------------------------------------------------------ names that look like others
+
+
+async def test_names_typed_here_may_not_hold_direction_overrides_or_zero_width_spaces(app: Any, client: Any) -> None:
+    from tests.helpers import login_as, register_app
+
+    session = await login_as(app, "did:plc:namer", "namer.test")
+    for bad in ("adm\u202enimda", "Garden\u2066 club", "pay\u200bpal", "\ufeffAdmin", "x\u2060yz"):
+        resp = await client.post("/api/v1/apps/register", json={"name": bad, "domain": "names.example.com"},
+                                 session=session)
+        assert resp.status == 400, resp.text
+        assert resp.json()["details"][0]["field"] == "name" and "U+" in resp.json()["message"]
+    did = await seed_community(app, ADMIN)
+    admin = await login_as(app, ADMIN, "seedadmin.test")
+    resp = await client.request("PUT", f"/communities/{did}/profile", json={"displayName": "Club\u202e"},
+                                session=admin)
+    assert resp.status == 400 and resp.json()["details"][0]["field"] == "displayName", resp.text
+    # The joiners of emoji and of Persian or Indic spelling are letters' business: kept.
+    made = await register_app(client, session, name="Family \U0001F468\u200d\U0001F469\u200d\U0001F467 m\u200cn",
+                              domain="family.example.com")
+    assert made["name"] == "Family \U0001F468\u200d\U0001F469\u200d\U0001F467 m\u200cn"
+
+
+async def test_names_from_the_network_are_shown_without_direction_overrides(app: Any, client: Any) -> None:
+    from store import members as members_store
+
+    bob = "did:plc:seedbob"
+    did = await seed_community(app, ADMIN, members=(bob,))
+    shown = "Bob \U0001F469\u200d\U0001F4BB"
+    async with app.db.transaction("test.profile") as tx:
+        await members_store.upsert_profile_tx(tx, bob, "bob.test", "\u202eBob\u200b \U0001F469\u200d\U0001F4BB\u2069",
+                                              None, "2026-01-01T00:00:00Z")
+    page = await client.get(f"/c/{did}")
+    assert page.status == 200, page.text
+    assert shown in page.text, page.text
+    for c in ("\u202e", "\u200b", "\u2069"):
+        assert c not in page.text
