@@ -377,3 +377,17 @@ async def test_names_from_the_network_are_shown_without_direction_overrides(app:
     assert shown in page.text, page.text
     for c in ("\u202e", "\u200b", "\u2069"):
         assert c not in page.text
+
+
+def test_a_head_that_never_ends_is_dropped_after_the_idle_timeout(daemon_at: Any) -> None:
+    """Tornado's idle timeout also bounds a head once started: a drip-fed head is closed."""
+    d = daemon_at(1024, idle_connection_timeout_seconds=1)
+    (conn,) = _half_sent(d.port, "127.0.0.2", 1)
+    conn.settimeout(10)
+    started = time.monotonic()
+    conn.sendall(b"more")
+    assert conn.recv(4096) == b""   # closed by the server, unanswered
+    assert time.monotonic() - started < 5
+    conn.close()
+    assert _health_from(d.port, "127.0.0.2")[0] == 200
+    d.stop()
