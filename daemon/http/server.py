@@ -86,6 +86,7 @@ class ConnectionLimits:
         self._http: dict[str, int] = {}
         self._websockets: dict[str, int] = {}
         self.refused = 0  # connections refused over a cap since the start
+        self.accept_failures = 0  # failed accept() calls (no files ...) since the start
 
     def key(self, address: str) -> str | None:
         """The counter `address` is counted under, or None when it is exempt (a trusted
@@ -160,7 +161,6 @@ class Server(HTTPServer):
         self._counted: dict[Any, str] = {}  # stream -> the key it is counted under
         self._accept_log = _Throttled(ACCEPT_LOG_INTERVAL)
         self._refusal_log = _Throttled(ACCEPT_LOG_INTERVAL)
-        self.accept_failures = 0
 
     # ---------------------------------------------------------------- per-address cap
 
@@ -229,7 +229,7 @@ class Server(HTTPServer):
                 self._handle_connection(connection, address)
 
         def pause(exc: OSError) -> None:
-            self.accept_failures += 1
+            self.limits.accept_failures += 1
             delay = state["backoff"]
             state["backoff"] = min(delay * 2, _BACKOFF_MAX)
             io_loop.remove_handler(sock)
