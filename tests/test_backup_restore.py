@@ -147,6 +147,12 @@ def test_restore_accepts_only_the_database_and_the_known_key_files(tmp_path: Pat
         assert "Traceback" not in refused.stderr
         assert not (tmp_path / "two" / "commonroom.sqlite3").exists()
         assert not (tmp_path / "two" / extra).exists()
+    # Nor beside a -wal left from an older database, which SQLite would replay into it.
+    (tmp_path / "two").mkdir(exist_ok=True)
+    (tmp_path / "two" / "commonroom.sqlite3-wal").write_bytes(b"\0" * 32)
+    refused = _cli(target, "restore", str(tmp_path / "bk"))
+    assert refused.returncode == 1 and "left from an older database" in refused.stderr, refused.stderr
+    assert not (tmp_path / "two" / "commonroom.sqlite3").exists()
 
 
 def test_a_backup_changed_after_it_was_written_is_refused_unless_unsigned(tmp_path: Path) -> None:

@@ -325,6 +325,11 @@ def restore(src: Path, state_dir: Path, db_name: str, known_schema: dict[str, in
         if target_db.exists():
             raise BackupError(f"{target_db} exists: restore into a fresh state directory "
                               "(move the old one aside first)")
+        for suffix in ("-wal", "-shm", "-journal"):
+            # SQLite would replay a leftover -wal or -journal into the restored database.
+            if (state_dir / f"{db_name}{suffix}").exists():
+                raise BackupError(f"{state_dir / (db_name + suffix)} is left from an older database: "
+                                  "restore into a fresh state directory (move it aside first)")
         files = dict(manifest["files"])
         if SECRET_KEY_FILE in files and secret_key_configured:
             progress("note: secret_key is set in the configuration, so the backup's secret_key "
