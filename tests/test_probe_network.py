@@ -268,6 +268,14 @@ async def test_refusals_of_host_names_never_say_what_they_resolve_to(app: Any, c
             said[typed] = message.replace(host, "HOST")
     assert len({m for t, m in said.items() if t.startswith("https")}) == 1
     assert len({m for t, m in said.items() if t.startswith("did")}) == 1
+    # Typed as a handle, the name is looked up the same way, with the same words for all.
+    handles = set()
+    for host in [*answers, "nowhere.example.com"]:
+        resp = await client.post("/login", json={"input": host})
+        assert resp.status == 400 and resp.json()["error"] == "unknown_handle", resp.text
+        assert not any(leak in resp.text for leak in ("10.0.0.5", "127.0.0.1", "fd00", "192.168"))
+        handles.add(resp.json()["message"].replace(host, "HOST"))
+    assert len(handles) == 1
 
 
 # ------------------------------------------------------------------ files and headers
