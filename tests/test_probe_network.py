@@ -399,3 +399,25 @@ def test_a_head_that_never_ends_is_dropped_after_the_idle_timeout(daemon_at: Any
     conn.close()
     assert _health_from(d.port, "127.0.0.2")[0] == 200
     d.stop()
+
+
+async def test_the_up_front_check_of_a_url_says_the_same_for_every_refused_name() -> None:
+    """What a webhook's `url` is checked with when it is saved."""
+    from daemon.security.netguard import Guard, TargetRefused
+
+    answers = {"private.example.com": ["10.9.8.7"], "loop.example.com": ["::1"], "none.example.com": []}
+
+    async def resolve(host: str, port: int) -> list[str]:
+        if host not in answers:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return answers[host]
+
+    guard = Guard(False, [], resolver=resolve)
+    said = set()
+    for host in [*answers, "nxdomain.example.com"]:
+        with pytest.raises(TargetRefused) as refused:
+            await guard.check(f"https://{host}/hook")
+        said.add(str(refused.value).replace(host, "HOST"))
+    assert said == {"the host HOST does not resolve to a public address"}
+    with pytest.raises(TargetRefused, match="10.9.8.7 is a private address"):
+        await guard.check("https://10.9.8.7/hook")   # a typed address is named, with its kind

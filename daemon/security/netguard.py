@@ -226,7 +226,7 @@ class Guard:
                 log.info("refused %s: %s", target.host, reason)
                 public = self.public_reason(target.host, reason)
                 raise TargetRefused(f"the host {target.host} resolves to a refused address: {reason}"
-                                    if public == reason else public)
+                                    if public == reason else f"the host {public}")
         return target
 
     async def connectable(self, host: str, port: int) -> list[str]:
