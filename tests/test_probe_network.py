@@ -421,3 +421,18 @@ async def test_the_up_front_check_of_a_url_says_the_same_for_every_refused_name(
     assert said == {"the host HOST does not resolve to a public address"}
     with pytest.raises(TargetRefused, match="10.9.8.7 is a private address"):
         await guard.check("https://10.9.8.7/hook")   # a typed address is named, with its kind
+
+
+@pytest.mark.parametrize("server, key", [
+    ({"max_connections_per_address": -1}, "server.max_connections_per_address"),
+    ({"max_websockets_per_address": -5}, "server.max_websockets_per_address"),
+    ({"idle_connection_timeout_seconds": 0}, "server.idle_connection_timeout_seconds"),
+    ({"body_timeout_seconds": 7200}, "server.body_timeout_seconds"),
+])
+def test_connection_settings_out_of_range_are_configuration_errors(server: dict[str, Any], key: str) -> None:
+    from daemon.runtime.config import Config, ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        Config.from_mapping({"server": server})
+    assert refused.value.path == key
+    assert Config.from_mapping({"server": {"max_connections_per_address": 0}}).server.max_connections_per_address == 0
