@@ -7,7 +7,7 @@ from typing import Any
 
 from daemon.http.base import ApiError
 
-_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
 def invalid(field: str, message: str) -> ApiError:
@@ -82,7 +82,7 @@ def hostname(value: str, field: str = "domain") -> str:
     """A DNS host name (no scheme, port or path), lower-cased."""
     host = value.strip().lower().rstrip(".")
     labels = host.split(".")
-    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.match(l) for l in labels) \
+    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.fullmatch(l) for l in labels) \
             or labels[-1].isdigit():
         raise invalid(field, "must be a host name such as app.example.com (no scheme, port or path)")
     return host

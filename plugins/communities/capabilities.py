@@ -45,7 +45,7 @@ BUILTIN = ("admin", "member", "moderator")
 #: Names no custom role may take.
 RESERVED = frozenset(BUILTIN) | {"primary", "primary-admin", "owner", "none"}
 
-ROLE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+ROLE_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # always fullmatch: `$` also matches before a final \n
 MAX_ROLES = 50           # custom roles per community
 MAX_COLLECTIONS = 50     # collections per role
 MAX_DESCRIPTION = 300
@@ -88,7 +88,7 @@ def grants_of(roles: Iterable[str], definitions: Mapping[str, Mapping[str, Any]]
 
 
 def role_name(value: Any, field: str = "name") -> str:
-    if not isinstance(value, str) or not ROLE_NAME.match(value):
+    if not isinstance(value, str) or not ROLE_NAME.fullmatch(value):
         raise validate.invalid(field, "must be 1-32 characters: a lower-case letter, then lower-case "
                                       "letters, digits or '-'")
     return value
