@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from daemon.http import validate
 from daemon.security.access import MemberStatus
-from daemon.atproto.syntax import is_nsid
+from daemon.atproto.syntax import nsid_problem
 from daemon.http.base import ApiError
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
@@ -119,8 +119,9 @@ def role_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     for i, grant in enumerate(grants):
         if not isinstance(grant, dict) or set(grant) - {"collection", "capabilities"}:
             raise validate.invalid(f"collections[{i}]", "must be {collection, capabilities}")
-        if not is_nsid(grant.get("collection")):
-            raise validate.invalid(f"collections[{i}].collection", "must be a collection NSID")
+        problem = nsid_problem(grant.get("collection"))
+        if problem is not None:
+            raise validate.invalid(f"collections[{i}].collection", "must be a collection NSID: " + problem)
         per = grant.get("capabilities")
         if not isinstance(per, list) or not per or any(not isinstance(c, str) or c not in PER_COLLECTION
                                                        for c in per):
