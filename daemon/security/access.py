@@ -21,7 +21,7 @@ user the request does not prove it acts for (docs/communities.md, "Visibility").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 
 from daemon.http.base import ApiError
 from store import communities as communities_store
@@ -120,13 +120,24 @@ def NOT_FOUND(did: str) -> ApiError:  # noqa: N802 (reads like a constant at cal
     return ApiError(404, "community_not_found", f"No community {did} here.")
 
 
-async def checked_status(app: "Application", community_did: str, user_did: str,
-                         principal: Any) -> MemberStatus:
-    """`require_community` and `member_status` in one indexed query (membership/check)."""
-    row = await members_store.status_for_app(app.db, community_did, user_did,
-                                             getattr(principal, "app_id", None))
-    if row is None or not _visible(row, getattr(principal, "app_id", None), bool(row["app_allowed"])):
+async def checked_status(app: "Application", community_did: str, user_did: str, principal: Any,
+                         proves_user: Callable[[], Awaitable[bool]] | None = None) -> MemberStatus:
+    """`require_community` and `member_status` in one indexed query (membership/check).
+
+    Where the community hides its roster (``rosterVisibility`` ``members`` or ``admins``)
+    from the principal's app (`app_sees_roster`: it neither created the community nor was
+    granted management), the answer would tell the app who the members are, so it is given
+    only when the request proves it acts for `user_did` himself: `proves_user` (the
+    handler's check of the user's service-auth token, docs/identity.md) returns True.
+    Otherwise 403 ``roster_hidden``."""
+    app_id = getattr(principal, "app_id", None)
+    row = await members_store.status_for_app(app.db, community_did, user_did, app_id)
+    if row is None or not _visible(row, app_id, bool(row["app_allowed"])):
         raise NOT_FOUND(community_did)
+    if row["roster_visibility"] != "public" and app_id is not None and row["creator_app_id"] != app_id \
+            and not row["app_manages"]:
+        if proves_user is None or not await proves_user():
+            raise ROSTER_HIDDEN(community_did)
     return status_from_row(row)
 
 

@@ -257,25 +257,40 @@ class AdminsHandler(ApiBase):
         self.send_json(await op(self.app, row, member, actor))
 
 
+CHECK = UserMethod("membership.check", "userDid",
+                   "Ask whether oneself is a member (needed only where the roster is hidden from the app)")
+
+
 class CheckHandler(LeanHandler):
     """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS. Apps call
-    it on every page view, so it is a lean route (`daemon.http.lean`)."""
+    it on every page view, so it is a lean route (`daemon.http.lean`). Where the community
+    hides its roster from the app, only for a user whose service-auth token the request
+    carries (`checked_status`; 403 ``roster_hidden`` otherwise)."""
 
     auth = "app"
+    user_methods = {"GET": CHECK, "POST": CHECK}
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
-               body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
+               body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS},
+               errors={401: "a bad service-auth token (proof_*)", 403: "roster_hidden"})
     async def post(self, did: str) -> None:
         user = require_did(self.json_body().get("userDid"), "userDid")
         await self._answer(did, user)
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
-               params=[S.did_query("userDid", required=True)], responses={200: S.STATUS})
+               params=[S.did_query("userDid", required=True)], responses={200: S.STATUS},
+               errors={401: "a bad service-auth token (proof_*)", 403: "roster_hidden"})
     async def get(self, did: str) -> None:
         await self._answer(did, common.query_did(self, "userDid", required=True))
 
-    async def _answer(self, did: str, user: str | None) -> None:
-        status = await checked_status(self.app, common.path_did(did), user, self.principal)
+    async def _answer(self, did: str, user: str) -> None:
+        async def proves_user() -> bool:
+            # a token is looked at only where the roster is hidden; without one: not proven
+            if not self.request.headers.get("Authorization"):
+                return False
+            return await self.app.proofs.acting_user(self, user, CHECK)
+
+        status = await checked_status(self.app, common.path_did(did), user, self.principal, proves_user)
         self.send_json(status.json())
 
 
