@@ -94,3 +94,19 @@ async def test_a_public_roster_answers_every_app_as_before(app, client, people):
     creator, stranger, did, alice, bob = await hidden_community(app, client, people, "public")
     assert (await stranger.check(did, bob["did"]))["isMember"] is True
     assert (await stranger.get(path(did, f"/{NOTE}"))).json()["records"][0]["authorDid"] == bob["did"]
+
+
+@pytest.mark.parametrize("visibility", ["members", "admins"])
+async def test_a_hidden_roster_keeps_a_users_membership_out_of_details_and_lists(app, client, people, visibility):
+    """The same question as membership/check, asked through details or the community list."""
+    creator, stranger, did, alice, bob = await hidden_community(app, client, people, visibility)
+    details = (await stranger.get(f"/api/v1/communities/{did}", userDid=bob["did"])).json()
+    assert "membership" not in details and "isAdmin" not in details
+    assert details["community"]["did"] == did
+    listed = (await stranger.get("/api/v1/communities", userDid=bob["did"], limit=100)).json()["communities"]
+    entry = next(c for c in listed if c["did"] == did)
+    assert "isMember" not in entry and "isAdmin" not in entry
+
+    assert (await creator.get(f"/api/v1/communities/{did}", userDid=bob["did"])).json()["membership"]["isMember"]
+    listed = (await creator.get("/api/v1/communities", userDid=bob["did"], limit=100)).json()["communities"]
+    assert next(c for c in listed if c["did"] == did)["isMember"] is True

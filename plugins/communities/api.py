@@ -92,7 +92,17 @@ class CommunitiesHandler(ApiBase):
         rows = await communities_store.list_communities(
             self.app.db, query=query, user_did=user_did, app_id=self.principal.app_id,
             limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
-        out: dict[str, Any] = {"communities": [views.community_summary(r) for r in rows[:limit]]}
+        out: dict[str, Any] = {"communities": []}
+        for row in rows[:limit]:
+            summary = views.community_summary(row)
+            if user_did and not await common.sees_roster(self, row):
+                # The user's membership is hidden from this app (as on membership/check);
+                # a private community is listed only to its members, so it is left out.
+                if row["type"] == "private":
+                    continue
+                summary.pop("isMember", None)
+                summary.pop("isAdmin", None)
+            out["communities"].append(summary)
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
         self.send_json(out)
