@@ -77,7 +77,7 @@ def is_did(s: Any) -> bool:
 # percent-encoded, for development); an IP address is no host name, so did:web:10.0.0.1 is
 # refused before anything is sent to it.
 _PLC_RE = re.compile(r"did:plc:[a-z2-7]{24}")
-_WEB_HOST_RE = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+_WEB_HOST_RE = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 _WEB_ID_RE = re.compile(r"(?P<host>.*?)(%3[aA](?P<port>.*))?")
 
