@@ -110,3 +110,21 @@ async def test_a_hidden_roster_keeps_a_users_membership_out_of_details_and_lists
     assert (await creator.get(f"/api/v1/communities/{did}", userDid=bob["did"])).json()["membership"]["isMember"]
     listed = (await creator.get("/api/v1/communities", userDid=bob["did"], limit=100)).json()["communities"]
     assert next(c for c in listed if c["did"] == did)["isMember"] is True
+
+
+async def test_a_members_only_roster_is_listed_to_an_untrusted_app_only_with_the_members_proof(
+        app, client, people, devnet):
+    """Under `members`, naming any member as userDid used to list the roster, and the
+    admins' DIDs are public (details); an app the community does not trust must prove the
+    member it names."""
+    creator, stranger, did, alice, bob = await hidden_community(app, client, people, "members")
+    members_path = stranger.path(did, "/members")
+    refused(await stranger.get(members_path, userDid=alice["did"]), 403, "roster_hidden")
+    proven = await client.get(members_path, api_key=stranger.key, params={"userDid": bob["did"]},
+                              headers=bearer(token(devnet, bob, "membership.listMembers")))
+    assert proven.status == 200, proven.text
+    assert {m["did"] for m in proven.json()["members"]} == {alice["did"], bob["did"]}
+    outsider = people("carol")
+    refused(await client.get(members_path, api_key=stranger.key, params={"userDid": outsider["did"]},
+                             headers=bearer(token(devnet, outsider, "membership.listMembers"))), 403, "members_hidden")
+    assert (await creator.get(members_path, userDid=bob["did"])).status == 200

@@ -21,7 +21,7 @@ from daemon.atproto.proofs import UserMethod
 from daemon.atproto.syntax import is_cid, require_at_uri, require_did
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
-from plugins.communities.access import checked_status, require_community, require_manager
+from plugins.communities.access import ROSTER_HIDDEN, checked_status, require_community, require_manager
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
@@ -162,12 +162,18 @@ class LeaveHandler(ApiBase):
         self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
 
 
+LIST_MEMBERS = UserMethod("membership.listMembers", "userDid",
+                          "List the members as a member (needed only where the roster is members-only "
+                          "and hidden from the app)")
+
+
 class MembersHandler(CommunityRoute, LeanHandler):
     """A page of members. Apps render member lists on every community view, so it is a
     lean route (`daemon.http.lean`) and the page's JSON is built by SQLite
     (`common.members_json`)."""
 
     auth = "app"
+    user_methods = {"GET": LIST_MEMBERS}
 
     @operation("A community's members", paged=True, params=[
         S.did_query("userDid", "the viewer (a private community shows members to members only)"),
@@ -175,7 +181,8 @@ class MembersHandler(CommunityRoute, LeanHandler):
         query("public", {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no"]},
               description="with adminDid: the public view"),
         query("search", description="part of a handle or name")],
-        responses={200: S.MEMBERS}, errors=(403,))
+        responses={200: S.MEMBERS},
+        errors={401: "a bad service-auth token (proof_*)", 403: "members_hidden, roster_hidden, app_not_trusted"})
     async def get(self, did: str) -> None:
         row = await self.community(did)
         admin = common.query_did(self, "adminDid")
@@ -183,6 +190,13 @@ class MembersHandler(CommunityRoute, LeanHandler):
         if admin:
             await require_manager(self.app.db, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
+        if viewer and not admin and row["roster_visibility"] == "members" and not await common.sees_roster(self, row):
+            # Any member's DID would do (the admins' are public), so an app the community
+            # does not trust must prove the member it names.
+            proven = bool(self.request.headers.get("Authorization")) and \
+                await self.app.proofs.acting_user(self, viewer, LIST_MEMBERS)
+            if not proven:
+                raise ROSTER_HIDDEN(row["did"])
         status = await common.require_member_view(self, row, viewer, as_admin=bool(admin))
         admin_view = bool(admin and status and status.is_admin and not public)
         self.send_json_bytes(await common.members_json(self, row, admin_view=admin_view))
