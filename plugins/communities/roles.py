@@ -306,10 +306,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     done: list[str] = []
     if community is not None and community["state"] == "active":
         from daemon.atproto.accounts import community_repo
-        defs, holders = await _state(app.db, did)
-        await (await community_repo(app, did)).put_record(nsid(app, "roles"), "self",
-                                                          roles_record(defs, holders, app.clock.iso_now()))
-        done.append(f"put {nsid(app, 'roles')}/self")
+        done.append(await put_from_index(app, await community_repo(app, did), did))
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None
