@@ -146,7 +146,7 @@ async def test_create_find_request_join_and_leave_through_the_pages(
             a_ctx, a_client = await signed_in_context(browser, app, service, alice, js=False)
             a_page = await a_ctx.new_page()
             await a_page.goto(base + "/")
-        assert await a_page.locator("#handle").inner_text() == alice["handle"]
+        assert await a_page.locator(".who-handle").inner_text() == alice["handle"]
         assert await a_page.locator("h1").inner_text() == "Your communities"
         await pages.check(a_page, "home-empty")
 

@@ -188,3 +188,23 @@ async def test_a_link_that_no_longer_works_is_an_error_page_that_says_why(client
         assert f"<h1>{heading}</h1>" in resp.text and "Join" not in resp.text
         assert "Seeded" not in resp.text  # nothing about the community behind a dead link
     assert (await invites_store.get_invite(app.db, invite_id=1))["uses"] == (1 if state == "exhausted" else 0)
+
+
+async def test_a_member_who_used_up_a_link_is_told_they_are_a_member_not_that_it_is_used_up(client, app):
+    did = await seed_community(app, "did:plc:invusedby", type="admin-approved", members=("did:plc:invused",))
+    admin = await login_as(app, "did:plc:invusedby", "invusedby.test")
+    code = (await create_link(client, admin, did, maxUses="1")).rsplit("/", 1)[1]
+    async with app.db.transaction("tests.use") as tx:  # the member's own join used it
+        assert await invites_store.claim_use_tx(tx, 1, app.clock.iso_now())
+    member = await login_as(app, "did:plc:invused", "invused.test")
+    resp = await client.get(f"/invite/{code}", **cookie(member))
+    assert resp.status == 200 and "You are already a member of Seeded." in resp.text
+    assert "used up" not in resp.text and "Join Seeded" not in resp.text
+    # a Join sent again (a reload) goes to the community; nothing is counted
+    resp = await client.post(f"/invite/{code}", **form(member, {}))
+    assert resp.status == 303 and resp.headers["Location"] == f"/c/{did[8:20]}.test"
+    assert (await invites_store.get_invite(app.db, invite_id=1))["uses"] == 1
+    # someone else still reads that it is used up
+    other = await login_as(app, "did:plc:invother", "invother.test")
+    resp = await client.get(f"/invite/{code}", **cookie(other))
+    assert resp.status == 410 and "This invite has been used up" in resp.text

@@ -102,9 +102,22 @@ async def test_post_without_the_hidden_token_is_refused_with_an_html_403(client,
 async def test_sign_out_form_ends_the_session_and_redirects_home(client, app):
     session = await login_as(app, "did:plc:webbye", "bye.test")
     resp = await client.post("/signout", **form(session, {}))
-    assert resp.status == 303 and resp.headers["Location"] == "/"
+    assert resp.status == 303 and resp.headers["Location"] == "/?done=signed_out"
     resp = await client.get("/users/me", session=session)
     assert resp.status == 401
+    # the home page says so (issue 24), and offers the sign-in form again
+    page = (await client.get("/?done=signed_out")).text
+    assert 'role="status"><p>You are signed out.' in page and 'action="/login"' in page
+
+
+async def test_the_handle_field_of_the_create_form_is_the_only_element_with_its_id(client, app):
+    session = await login_as(app, "did:plc:webids", "ids.test")
+    page = (await client.get("/new", headers={"Cookie": f"sid={session.sid}"})).text
+    # the header names the person without an id, so the form's Handle field keeps its label
+    assert page.count('id="handle"') == 1 and '<label for="handle"' in page
+    assert '<strong class="who-handle">ids.test</strong>' in page
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), ids
 
 
 async def test_expired_session_shows_sign_in_that_returns_to_the_page(client, app, clock):

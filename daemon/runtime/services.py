@@ -62,6 +62,8 @@ class CommunitiesService(Protocol):
     # invite links (docs/communities.md, "Invites"); 403 refusals are audited as denials
     async def invite_preview(self, code: str) -> tuple["Row", "Row", dict[str, Any]]:
         """(invite, community, the public preview's JSON) of a usable code; 404/410 if not."""
+    async def invite_community(self, code: str) -> "Row | None":
+        """The active community of an invite code, usable or not (None: unknown code)."""
     async def list_invites(self, row: "Row", actor: "Actor", *, limit: int,
                            before_id: int | None) -> list[dict[str, Any]]: ...
     async def create_invite(self, row: "Row", actor: "Actor", *, max_uses: int | None,

@@ -96,6 +96,16 @@ class Communities:
         invite, row = await invites.preview(self.app, code)
         return invite, row, invites.preview_json(invite, row)
 
+    async def invite_community(self, code: str) -> "Row | None":
+        """The active community an invite code belongs to, usable or not (None: unknown)."""
+        from store import communities as communities_store
+        from store import invites as invites_store
+        invite = await invites_store.get_invite(self.app.db, code_hash=invites.code_hash(code))
+        if invite is None:
+            return None
+        row = await communities_store.get_community(self.app.db, invite["community_did"])
+        return row if row is not None and row["state"] == "active" else None
+
     async def list_invites(self, row: "Row", actor: "Actor", *, limit: int,
                            before_id: int | None) -> list[dict[str, Any]]:
         async with self._denials_audited(row, actor, "invite.list"):

@@ -51,8 +51,33 @@ class InvitePage(PageHandler):
     def form_page(self) -> str:
         return self.request.path
 
+    async def member_of_spent_invite(self, code: str, exc: ApiError) -> Any:
+        """The community of an invite that no longer works, when the signed-in person is
+        already its member (they used it, or joined otherwise): they are told that, not
+        that the invite is used up. None otherwise."""
+        if exc.status != 410 or self.principal is None:
+            return None
+        row = await self.communities.invite_community(code)
+        if row is None or not (await member_status(self.app.db, row["did"], self.principal.did)).is_member:
+            return None
+        return row
+
     async def get(self, code: str) -> None:
-        invite, row, preview = await self.communities.invite_preview(code)
+        try:
+            invite, row, preview = await self.communities.invite_preview(code)
+        except ApiError as exc:
+            row = await self.member_of_spent_invite(code, exc)
+            if row is None:
+                raise
+            self.put_header("Cache-Control", "no-store")
+            self.render_page("invite.html", title=f"Invitation to {row['display_name']}",
+                             community={"displayName": row["display_name"], "handle": row["handle"],
+                                        "type": row["type"], "memberCount": row["member_count"],
+                                        "avatar": self.communities.image_url(row, "avatar"),
+                                        "description": row["description"]},
+                             invite=None, path_of=community_path(row), when=when, is_member=True,
+                             is_pending=False, banned=None)
+            return
         status = await member_status(self.app.db, row["did"], self.principal.did) if self.principal else None
         self.put_header("Cache-Control", "no-store")  # the code is in the URL: keep it out of caches
         self.render_page("invite.html", title=f"Invitation to {row['display_name']}",
@@ -64,7 +89,14 @@ class InvitePage(PageHandler):
 
     async def submit(self, code: str) -> None:
         assert self.principal is not None
-        invite, row, _ = await self.communities.invite_preview(code)
+        try:
+            invite, row, _ = await self.communities.invite_preview(code)
+        except ApiError as exc:
+            spent = await self.member_of_spent_invite(code, exc)
+            if spent is None:
+                raise
+            self.see_other(community_path(spent))  # already a member: nothing to count
+            return
         try:
             status, _ = await self.communities.browser_join(row, self.principal, invite=invite)
         except ApiError as exc:

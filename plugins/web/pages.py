@@ -25,7 +25,8 @@ class HomePage(PageHandler):
         if self.principal is None:
             self.render_page("home_signed_out.html", title="Commonroom", sign_in_form=True,
                              next=safe_next(self.get_query_argument("next", None)),
-                             ended=self.session_ended)
+                             ended=self.session_ended,
+                             notice=NOTICES.get(self.get_query_argument("done", "")))
             return
         limit, cursor = self.page_params(1, "i")
         mine, more = await queries.my_communities(self.app.db, self.principal.did, limit=limit,
@@ -248,7 +249,7 @@ class SignOutAction(PageHandler):
         await self.app.oauth.sign_out(self.principal.session_id)
         await end_session(self.app, self.principal.session_id)
         clear_session_cookies(self)
-        self.see_other("/")
+        self.see_other("/?done=signed_out")
 
 
 def routes() -> list[tuple]:

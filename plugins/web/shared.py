@@ -32,6 +32,7 @@ NOTICES = {
     "app_allowed": "The app was granted access.",
     "app_revoked": "The app's access was revoked.",
     "invite_revoked": "The invite was revoked: its link no longer lets anyone in.",
+    "signed_out": "You are signed out. Sign in again whenever you like.",
 }
 
 IDENT = r"([A-Za-z0-9._:%-]{1,253})"
