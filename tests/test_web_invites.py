@@ -108,10 +108,12 @@ async def test_a_moderator_manages_invites_but_a_member_is_refused_and_audited(c
     await make_moderator(app, did, "did:plc:invmod")
     mod = await login_as(app, "did:plc:invmod", "invmod.test")
     member = await login_as(app, "did:plc:invmember", "invmember.test")
-    # the moderator has no settings page, so the community page links to the invites
+    # the moderator's settings open on the sections their role opens; invites among them
     page = (await client.get(f"/c/{did}", **cookie(mod))).text
-    assert "/settings/invites" in page and ">Community settings<" not in page
-    assert "/settings/invites" not in (await client.get(f"/c/{did}", **cookie(member))).text
+    assert ">Community settings<" in page
+    assert "/settings" not in (await client.get(f"/c/{did}", **cookie(member))).text
+    page = (await client.get(f"/c/{did}/settings/invites", **cookie(mod))).text
+    assert 'href="/c/' in page and '/settings/invites" aria-current="page">Invites<' in page
     await create_link(client, mod, did, maxUses="1")
     assert (await client.get(f"/c/{did}/settings/invites", **cookie(mod))).status == 200
 

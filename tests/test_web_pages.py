@@ -278,17 +278,21 @@ async def test_settings_are_for_admins_and_decline_a_request_with_a_reason(clien
     admin = await login_as(app, "did:plc:websetadmin", "setadmin.test")
     member = await login_as(app, "did:plc:websetmember", "setmember.test")
     resp = await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={member.sid}"})
-    assert resp.status == 403 and "Only an admin" in resp.text
+    assert resp.status == 403 and "to be an admin of this community" in resp.text
+    resp = await client.get(f"/c/{did}/settings/requests", headers={"Cookie": f"sid={member.sid}"})
+    assert resp.status == 403 and "<code>members.approve</code>" in resp.text
     resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject", **form(member, {}))
-    assert resp.status == 403
+    assert resp.status == 403 and "members.approve" in resp.text
     assert await members_store.get_request(app.db, did, "did:plc:webasker") is not None
 
-    page = (await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={admin.sid}"})).text
+    page = (await client.get(f"/c/{did}/settings/requests", headers={"Cookie": f"sid={admin.sid}"})).text
     assert "did:plc:webasker" in page and ">Decline<" in page
     resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject",
                              **form(admin, {"reason": "Bakers only"}))
     assert resp.status == 303
-    assert resp.headers["Location"].endswith("/settings?done=rejected#requests")
+    assert resp.headers["Location"].endswith("/settings/requests?done=rejected&who=did%3Aplc%3Awebasker")
+    page = (await client.get(resp.headers["Location"], headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "The request of did:plc:webasker was declined." in page
     assert await members_store.get_request(app.db, did, "did:plc:webasker") is None
     entry = (await audit_store.list_entries(app.db, did, limit=1, before_id=None, action=None))[0]
     assert (entry["action"], entry["target_did"], entry["reason"]) == ("member.rejected", "did:plc:webasker",
@@ -343,6 +347,7 @@ async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_no
 
     resp = await client.get(f"/c/{did}/settings/members", headers={"Cookie": f"sid={plain.sid}"})
     assert resp.status == 403 and resp.headers["Content-Type"].startswith("text/html")
+    assert "<code>members.remove</code> or <code>members.ban</code>" in resp.text
     resp = await client.post(f"/c/{did}/members/did:plc:webadm/demote", **form(plain, {}))
     assert resp.status == 403 and "Only an admin" in resp.text
     # an admin (not primary) manages members but is offered no hand-over, and may not open it

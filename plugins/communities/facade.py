@@ -8,7 +8,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from daemon.http.base import ApiError
-from plugins.communities import common, denials, invites, service, uploads, views
+from plugins.communities import bans, capabilities, common, denials, invites, roles, service, uploads, views
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
@@ -121,6 +121,66 @@ class Communities:
     async def revoke_invite(self, row: "Row", code_or_id: str, actor: "Actor") -> dict[str, Any]:
         async with self._denials_audited(row, actor, "invite.revoke"):
             return await invites.revoke(self.app, row, code_or_id, actor)
+
+    # roles (roles.py) and what they may grant (capabilities.py); changes audited when refused
+    def capability_catalogue(self) -> dict[str, Any]:
+        return {"capabilities": dict(capabilities.CATALOGUE), "perCollection": sorted(capabilities.PER_COLLECTION),
+                "moderator": sorted(capabilities.MODERATOR), "maxRoles": capabilities.MAX_ROLES,
+                "maxCollections": capabilities.MAX_COLLECTIONS, "maxDescription": capabilities.MAX_DESCRIPTION}
+
+    async def list_roles(self, row: "Row") -> dict[str, Any]:
+        return await roles.list_roles(self.app, row)
+
+    async def role_holders(self, row: "Row") -> dict[str, list[str]]:
+        from store import roles as roles_store
+        return {r["member_did"]: r["roles"].split() for r in await roles_store.holders(self.app.db, row["did"])}
+
+    async def create_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.create"):
+            return await roles.create_role(self.app, row, actor, name, body)
+
+    async def update_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.update"):
+            return await roles.update_role(self.app, row, actor, name, body)
+
+    async def delete_role(self, row: "Row", actor: "Actor", name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.delete"):
+            return await roles.delete_role(self.app, row, actor, name)
+
+    async def assign_role(self, row: "Row", actor: "Actor", member_did: str, name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.assign"):
+            return await roles.assign(self.app, row, actor, member_did, name)
+
+    async def unassign_role(self, row: "Row", actor: "Actor", member_did: str, name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.unassign"):
+            return await roles.unassign(self.app, row, actor, member_did, name)
+
+    # bans (bans.py)
+    async def ban(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
+                  expires_at: str | None) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "membership.ban"):
+            return await bans.ban(self.app, row, member_did, actor, reason=reason, expires_at=expires_at)
+
+    async def unban(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "membership.unban"):
+            return await bans.unban(self.app, row, member_did, actor)
+
+    async def list_bans(self, row: "Row", actor: "Actor", *, limit: int,
+                        before_id: int | None) -> list[dict[str, Any]]:
+        """The bans in force, newest first (`id` for the next page's `before_id`)."""
+        from daemon.security.access import member_status
+        from store import bans as bans_store
+        async with self._denials_audited(row, actor, "membership.listBans"):
+            capabilities.require_capability(await member_status(self.app.db, row["did"], actor.did), "members.ban")
+        rows = await bans_store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit,
+                                          before_id=before_id)
+        return [{**bans.ban_json(r), "id": r["id"]} for r in rows]
+
+    async def ban_of(self, row: "Row", user_did: str) -> dict[str, Any] | None:
+        """The ban in force on `user_did` (its expiry; the reason is the admins'), or None."""
+        from store import members as members_store
+        ban = await members_store.active_ban(self.app.db, row["did"], user_did, self.app.clock.iso_now())
+        return None if ban is None else {"expiresAt": ban["expires_at"], "createdAt": ban["created_at"]}
 
     @contextlib.asynccontextmanager
     async def _denials_audited(self, row: "Row", actor: "Actor", action: str) -> AsyncIterator[None]:

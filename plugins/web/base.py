@@ -18,6 +18,7 @@ from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, l
 from daemon.runtime.services import AppsService, CommunitiesService, WebhooksService
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
+from plugins.web.dates import moment, when
 
 #: A person's words for each community type: short (badges) and long (forms, pages).
 TYPE_NAMES = {"open": "Open", "admin-approved": "Admin-approved", "private": "Private"}
@@ -106,6 +107,7 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         "csrf_field": CSRF_FIELD, "static": assets.url, "path": handler.request.path,
         "request_id": handler.request_id, "errors": FormErrors(), "notice": None, "urlencode": urlencode,
         "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
+        "when": when, "moment": moment,
     }
     namespace.update(values)
     handler.finish(assets.templates.load(template).generate(**namespace))
@@ -293,11 +295,15 @@ class PageHandler(BaseHandler):
             kind, heading = "not_found", "Page not found"
         elif status == 502 or code == "pds_error":
             kind, heading = "pds", "A server we depend on did not answer"
+        elif status == 403 and code in ("capability_missing", "not_admin", "not_primary_admin"):
+            kind, heading = "forbidden", "You do not have permission for this"
         elif status == 429:
             kind, heading = "rate_limited", "Too many requests"
         elif status >= 500:
             kind, heading = "internal", "Something went wrong"
         else:
             kind, heading = "bad_request", "That did not work"
+        needs = [d["capability"] for d in (exc.details or []) if isinstance(d, dict) and "capability" in d] \
+            if isinstance(exc, ApiError) else []
         self.render_page("error.html", title=heading, status=status, kind=kind, heading=heading,
-                         message=message, back=safe_next(self.request.path) or "/")
+                         message=message, back=safe_next(self.request.path) or "/", needs=needs)

@@ -11,12 +11,12 @@ kept anywhere it could be shown again."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
 from daemon.http.base import ApiError, decode_cursor, encode_cursor
 from plugins.web import queries
+from plugins.web.dates import when  # noqa: F401 (pages pass it to templates)
 from plugins.web.base import FormErrors, PageHandler
 
 APP_ID = r"(app_[0-9a-f]{16})"
@@ -67,17 +67,6 @@ def field_errors(exc: ApiError, words: dict[str, str], errors: FormErrors) -> No
             errors.add(name, words[name])
     if not errors:
         errors.general.append(exc.message)
-
-
-def when(stamp: str | None) -> str:
-    """An ISO timestamp as a person reads it: "23 Nov 2026, 20:40:51 UTC"."""
-    if not stamp:
-        return ""
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
-        return stamp
-    return moment.strftime("%-d %b %Y, %H:%M:%S UTC")
 
 
 def limit_words(rate: dict[str, Any]) -> str:

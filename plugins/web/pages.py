@@ -12,6 +12,7 @@ from daemon.http.base import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
+from plugins.web.sections import settings_sections
 from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 from store import communities as communities_store
 
@@ -86,12 +87,15 @@ class CommunityPage(PageHandler):
                 params["search"] = search
             more = f"{community_path(row)}?{urlencode(params)}#members"
         done = self.get_query_argument("done", "")
-        # a moderator (not an admin, so no settings link) who may make invite links
+        # the settings link, for anyone whose capabilities open a section of them
         mine = await member_status(self.app.db, row["did"], viewer) if viewer else None
-        invites_link = bool(mine and not mine.is_admin and mine.holds("invites.manage"))
+        settings_link = bool(mine and settings_sections(mine, community_path(row)))
+        ban = await self.communities.ban_of(row, viewer) if viewer and not status.get("isMember") else None
         self.render_page(
-            "community.html", title=community["displayName"], community=community, invites_link=invites_link,
-            path_of=community_path(row), action=self.action(row, status), membership=status,
+            "community.html", title=community["displayName"], community=community, settings_link=settings_link,
+            ban=ban,
+            path_of=community_path(row), action=self.action(row, {**status, 'isBanned': ban is not None}),
+            membership=status,
             members=members["members"] if members else None, more=more, search=search,
             notice=NOTICES.get(done), paged=bool(self.get_query_argument("cursor", "")))
 
@@ -100,6 +104,8 @@ class CommunityPage(PageHandler):
         primary (must transfer first); None when signed out."""
         if self.principal is None:
             return None
+        if status.get("isBanned"):
+            return "banned"
         if status.get("isPrimaryAdmin"):
             return "primary"
         if status.get("isMember"):
@@ -253,7 +259,7 @@ class SignOutAction(PageHandler):
 
 
 def routes() -> list[tuple]:
-    from plugins.web import admin, developer, invites, pictures
+    from plugins.web import admin, developer, invites, moderation, pictures
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
@@ -263,4 +269,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes() + invites.routes() + pictures.routes() + developer.routes()
+    ] + admin.routes() + moderation.routes() + invites.routes() + pictures.routes() + developer.routes()
