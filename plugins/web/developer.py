@@ -42,6 +42,7 @@ EVENT_WORDS = {
     "member.removed": "A member was removed",
     "member.banned": "Someone was banned",
     "member.unbanned": "A ban was lifted",
+    "member.roles_changed": "A role was given, taken or changed",
     "record.created": "A community record was created",
     "record.updated": "A community record was changed",
     "record.deleted": "A community record was deleted",

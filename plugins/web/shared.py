@@ -66,6 +66,13 @@ async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
     role = handler.get_query_argument("role", "") or ""
     if row is not None and role:
         known = {r["name"] for r in (await handler.communities.list_roles(row))["roles"]}
+        if handler.get_query_argument("done", "") == "role_deleted":
+            import json
+
+            from store import audit as audit_store
+            latest = await audit_store.list_entries(handler.app.db, row["did"], limit=1, before_id=None,
+                                                    action="role.deleted")
+            known = {json.loads(latest[0]["metadata"] or "{}").get("role")} if latest else set()
         role = role if role in known else "that role"
     until = ""
     if row is not None and "{until}" in sentence and is_did(who_did):
