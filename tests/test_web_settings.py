@@ -199,3 +199,76 @@ async def test_the_invite_page_tells_a_banned_person_and_offers_no_join(client, 
     page = (await client.get(f"/invite/{code}", **cookie(banned))).text
     assert "You are banned from this community" in page and "until <time" in page
     assert "Join Seeded" not in page
+
+
+async def test_the_history_reads_in_sentences_with_names_and_filters(client, app, clock):
+    from tests.helpers import register_app
+    did = await seed_community(app, "did:plc:histowner", members=("did:plc:histmod", "did:plc:histbob"))
+    await grant(app, did, "did:plc:histmod", "moderator", MODERATOR_GRANTS)
+    owner = await login_as(app, "did:plc:histowner", "histowner.test")
+    mod = await login_as(app, "did:plc:histmod", "histmod.test")
+    made = await register_app(client, owner, name="Garden bot", domain="bot.example.com")
+    now = app.clock.iso_now()
+    entries = [
+        ("role.assigned", "did:plc:histowner", "did:plc:histbob", {"role": "greeter"}, made["appId"]),
+        ("community.app_allowed", "did:plc:histowner", None, {"appId": made["appId"], "manage": True}, None),
+        ("community.profile_updated", "did:plc:histowner", None, {"fields": ["banner"]}, None),
+        ("member.banned", "did:plc:histmod", "did:plc:histbob", {"expiresAt": "2030-01-31T12:00:00.000Z"}, None),
+        ("member.removed", "did:plc:histmod", "did:plc:histbob", {"outcome": "denied", "code": "not_admin"}, None),
+    ]
+    async with app.db.transaction("tests.audit") as tx:
+        await members_store.upsert_profile_tx(tx, "did:plc:histbob", "bob.test", None, None, now)
+        for action, actor, target, meta, app_id in entries:
+            await audit_store.insert_entry_tx(tx, community_did=did, action=action, actor_did=actor,
+                                              target_did=target, reason=None, metadata=meta, app_id=app_id,
+                                              now=now)
+
+    def sentences(page: str) -> list[str]:
+        return [" ".join(re.sub(r"<[^>]+>", " ", li).split())
+                for li in re.findall(r"<li>\s*<p>(.*?)</p>", page, re.S)]
+
+    page = (await client.get(f"/c/{did}/settings/audit", **cookie(owner))).text
+    said = sentences(page)
+    assert said[:4] == [
+        "did:plc:histmod banned bob.test until 31 Jan 2030, 12:00 UTC",
+        "did:plc:histowner changed the banner",
+        "did:plc:histowner let the app Garden bot act for the admins",
+        "did:plc:histowner gave bob.test the role greeter (through the app Garden bot)",
+    ]
+    assert not any("refused" in s for s in said)  # refusals are their own filter
+    assert '<option value="denied">Refused actions</option>' in page
+    page = (await client.get(f"/c/{did}/settings/audit?kind=denied", **cookie(owner))).text
+    assert sentences(page) == ["did:plc:histmod was refused (not_admin) to member.removed bob.test"]
+    # by kind, by person, by days
+    page = (await client.get(f"/c/{did}/settings/audit?kind=bans", **cookie(mod))).text
+    assert [s.split(" ")[1] for s in sentences(page)] == ["banned"]
+    page = (await client.get(f"/c/{did}/settings/audit?person=bob.test", **cookie(mod))).text
+    assert len(sentences(page)) == 2 and all("bob.test" in s for s in sentences(page))
+    today = now[:10]
+    page = (await client.get(f"/c/{did}/settings/audit?from={today}&to={today}", **cookie(mod))).text
+    assert len(sentences(page)) == 4
+    page = (await client.get(f"/c/{did}/settings/audit?from=2001-01-01&to=2001-01-02", **cookie(mod))).text
+    assert "Nothing matches these filters." in page
+    # mistakes next to their fields; a moderator does not see the refusals
+    resp = await client.get(f"/c/{did}/settings/audit?person=nobody.test&from=soon", **cookie(mod))
+    assert resp.status == 400 and 'href="#person"' in resp.text and 'href="#from"' in resp.text
+    assert 'value="nobody.test"' in resp.text
+    assert '<option value="denied">' not in (await client.get(f"/c/{did}/settings/audit", **cookie(mod))).text
+    resp = await client.get(f"/c/{did}/settings/audit?kind=denied", **cookie(mod))
+    assert resp.status == 403 and "<code>admin</code>" in resp.text
+
+
+async def test_the_history_pages_by_cursor_keeping_the_filters(client, app):
+    did = await seed_community(app, "did:plc:histpages")
+    owner = await login_as(app, "did:plc:histpages", "histpages.test")
+    async with app.db.transaction("tests.audit") as tx:
+        for i in range(35):
+            await audit_store.insert_entry_tx(tx, community_did=did, action="invite.created",
+                                              actor_did="did:plc:histpages", target_did=None, reason=None,
+                                              metadata={}, app_id=None, now=app.clock.iso_now())
+    page = (await client.get(f"/c/{did}/settings/audit?kind=invites", **cookie(owner))).text
+    assert page.count("created an invite link") == 30
+    more = re.search(r'<a href="([^"]+)">Older entries</a>', page).group(1).replace("&amp;", "&")
+    assert "kind=invites" in more and "cursor=" in more
+    page = (await client.get(more, **cookie(owner))).text
+    assert page.count("created an invite link") == 5 and "Older entries" not in page

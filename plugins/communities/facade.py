@@ -52,6 +52,9 @@ class Communities:
     async def audit_log(self, handler: "BaseHandler", row: "Row") -> dict[str, Any]:
         return await common.audit_log(handler, row)
 
+    def audit_entry_json(self, row: "Row") -> dict[str, Any]:
+        return views.audit_json(row)
+
     def image_url(self, row: "Row", image: str) -> str | None:
         return views.image_url(row, image)
 

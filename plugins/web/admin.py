@@ -307,24 +307,65 @@ class TransferPage(PageHandler):
 
 
 class AuditPage(PageHandler):
-    """GET /c/<ident>/settings/audit: who did what, newest first, older by cursor
-    (audit.read)."""
+    """GET /c/<ident>/settings/audit: the history in sentences, newest first (audit.read),
+    filtered by kind (`kind`), person (`person`: a handle or DID, as actor or target) and
+    days (`from`, `to`, inclusive, UTC); older entries by `cursor`. Refused actions are a
+    kind of their own, for admins only (`kind=denied`)."""
 
     login_required = True
+    PAGE = 30
 
     async def get(self, ident: str) -> None:
-        from plugins.web.queries import audit_entries
+        import datetime as dt
+
+        from daemon.http.base import decode_cursor, encode_cursor
+        from plugins.web.queries import AUDIT_KINDS, audit_entries, audit_page, did_of_person
 
         row = await community_row(self, ident)
-        _, layout = await section_page(self, row, "audit", "audit.read", doing="read the history")
-        log = await self.communities.audit_log(self, row)
+        me, layout = await section_page(self, row, "audit", "audit.read", doing="read the history")
+        arg = lambda name: (self.get_query_argument(name, "") or "").strip()[:253]  # noqa: E731
+        values = {"kind": arg("kind"), "person": arg("person"), "from": arg("from"), "to": arg("to")}
+        errors = FormErrors(values=values)
+        kinds = [(k, label) for k, (label, _) in AUDIT_KINDS.items()]
+        if me.is_admin:
+            kinds.append(("denied", "Refused actions"))
+        if values["kind"] and values["kind"] not in dict(kinds):
+            if values["kind"] == "denied":
+                raise sections.forbidden((ADMIN,), "see the refused actions")
+            errors.add("kind", "Choose a kind from the list")
+        person = None
+        if values["person"]:
+            person = await did_of_person(self.app.db, values["person"])
+            if person is None:
+                errors.add("person", "No one with that handle has been seen here: enter a handle or DID")
+        bounds: dict[str, str | None] = {"from": None, "to": None}
+        for key in ("from", "to"):
+            if values[key]:
+                try:
+                    day = dt.date.fromisoformat(values[key]) + dt.timedelta(days=1 if key == "to" else 0)
+                    bounds[key] = day.isoformat() + "T00:00:00.000Z"
+                except ValueError:
+                    errors.add(key, "Enter a date such as 2026-11-23")
+        if bounds["from"] and bounds["to"] and bounds["from"] >= bounds["to"]:
+            errors.add("to", "The last day must not be before the first")
+        cursor = self.get_query_argument("cursor", "") or ""
+        before = decode_cursor(cursor, 1, "i")[0] if cursor else None
+        rows: list[Any] = []
+        if not errors:
+            kind = values["kind"]
+            rows = await audit_page(self.app.db, row["did"], actions=AUDIT_KINDS[kind][1] if kind in AUDIT_KINDS else None,
+                                    denied=kind == "denied", person=person, since=bounds["from"],
+                                    until=bounds["to"], before_id=before, limit=self.PAGE + 1)
         more = None
-        if log.get("cursor"):
-            more = f"{community_path(row)}/settings/audit?{urlencode({'cursor': log['cursor']})}"
-        self.render_page("audit.html", title=f"History of {row['display_name']}",
-                         community=community_names(row),
-                         entries=await audit_entries(self.app.db, log["entries"]), more=more,
-                         paged=bool(self.get_query_argument("cursor", "")), **layout)
+        if len(rows) > self.PAGE:
+            params = {k: v for k, v in values.items() if v} | {"cursor": encode_cursor([rows[self.PAGE - 1]["id"]])}
+            more = f"{community_path(row)}/settings/audit?{urlencode(params)}"
+        title = f"History of {row['display_name']}"
+        self.render_page("audit.html", title=("Error: " + title) if errors else title,
+                         status=400 if errors else 200, community=community_names(row), errors=errors,
+                         values=values, kinds=kinds,
+                         entries=await audit_entries(self.app.db, [self.communities.audit_entry_json(r) for r in rows[:self.PAGE]]),
+                         more=more, paged=bool(cursor), filtered=any(values.values()), **layout)
 
 
 # ------------------------------------------------------------------ trusted apps
