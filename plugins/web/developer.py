@@ -431,6 +431,24 @@ class DeleteWebhookPage(WebhooksOnly):
         self.see_other(f"/apps/{app_id}?done=webhook_deleted#webhooks")
 
 
+class DeliveryPage(WebhooksOnly):
+    """GET /apps/<id>/webhooks/<wh>/deliveries/<n>: one delivery: the JSON body that was
+    sent (signed; the same bytes on every attempt) and the receiver's answer to the last
+    attempt (status, the first 2 KB of its body)."""
+
+    async def get(self, app_id: str, webhook_id: str, delivery_id: str) -> None:
+        import json
+
+        app = await self.my_app(app_id)
+        hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
+        detail = await self.webhooks.delivery_detail(app_id, webhook_id, int(delivery_id))
+        payload = None
+        if detail["payload"] is not None:
+            payload = json.dumps(json.loads(detail["payload"]), indent=2, ensure_ascii=False)
+        self.show("dev_delivery.html", f"Delivery {detail['deliveryId']}", app=app, hook=hook, d=detail,
+                  payload=payload)
+
+
 class RedeliverAction(WebhooksOnly):
     """POST /apps/<id>/webhooks/<wh>/deliveries/<n>/redeliver: send that event again."""
 
@@ -456,5 +474,6 @@ def routes() -> list[tuple]:
         (hook, WebhookPage),
         (hook + r"/rotate", RotateSecretPage),
         (hook + r"/delete", DeleteWebhookPage),
+        (hook + r"/deliveries/(\d{1,18})", DeliveryPage),
         (hook + r"/deliveries/(\d{1,18})/redeliver", RedeliverAction),
     ]
