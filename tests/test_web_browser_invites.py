@@ -67,7 +67,7 @@ async def test_an_invite_link_made_in_the_browser_lets_a_signed_out_person_sign_
         a_page = await a_ctx.new_page()
         a_page.on("dialog", lambda dialog: dialog.accept())
         await a_page.goto(base + path_of + "/settings")
-        await a_page.get_by_role("link", name="Invite links").click()
+        await a_page.get_by_role("link", name="Invites", exact=True).click()
         await a_page.wait_for_url(base + path_of + "/settings/invites")
         assert "No invite link yet." in await a_page.locator("#invites").inner_text()
         await pages.check(a_page, "invites-empty")
