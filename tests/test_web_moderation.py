@@ -49,7 +49,7 @@ async def test_roles_pages_and_a_moderators_work_through_pages(app, client, peop
 
     # the roles page: built-in roles in words, with their holders
     page = (await client.get(f"{base}/settings/roles", **cookie(admin))).text
-    assert "approve and reject join requests" in page and "read the community&#x27;s audit log" in page
+    assert "Approve and reject join requests" in page and "Read the community&#x27;s audit log" in page
     assert f"Held by {alice['handle']}." in page and "Held by all 3 members." in page
 
     # a new role: mistakes next to their fields, what was typed kept, nothing written
@@ -69,7 +69,7 @@ async def test_roles_pages_and_a_moderators_work_through_pages(app, client, peop
     assert resp.status == 303, resp.text
     page = (await client.get(resp.headers["Location"], **cookie(admin))).text
     assert "The role gardener was created." in page
-    assert "create, delete records in org.example.garden.note" in page
+    assert "Create, delete records in org.example.garden.note" in page
     record = await pds_record(app, did, "roles")
     assert record["roles"][0]["name"] == "gardener"
     assert recorder.of("member.roles_changed", did)[-1].data == {

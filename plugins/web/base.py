@@ -305,5 +305,8 @@ class PageHandler(BaseHandler):
             kind, heading = "bad_request", "That did not work"
         needs = [d["capability"] for d in (exc.details or []) if isinstance(d, dict) and "capability" in d] \
             if isinstance(exc, ApiError) else []
+        back = safe_next(self.request.path) or "/"
+        if kind == "forbidden":  # the page itself is refused: back to the community
+            back = "/".join(back.split("/")[:3]) if back.startswith("/c/") else "/"
         self.render_page("error.html", title=heading, status=status, kind=kind, heading=heading,
-                         message=message, back=safe_next(self.request.path) or "/", needs=needs)
+                         message=message, back=back, needs=needs)
