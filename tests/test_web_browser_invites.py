@@ -95,7 +95,7 @@ async def test_an_invite_link_made_in_the_browser_lets_a_signed_out_person_sign_
         await b_page.get_by_role("button", name="Sign in").click()
         async with b_page.expect_navigation(url=link, timeout=30_000):
             await b_page.get_by_role("button", name="Authorize").click()
-        assert await b_page.locator("#handle").inner_text() == bob["handle"]
+        assert await b_page.locator(".who-handle").inner_text() == bob["handle"]
         await pages.check(b_page, "invite-signed-in")
         # one button, and he is a member at once (no request for an admin to answer)
         await b_page.get_by_role("button", name=f"Join {name}").click()

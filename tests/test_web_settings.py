@@ -76,6 +76,12 @@ async def test_a_moderator_sees_exactly_the_sections_their_role_opens(client, ap
         resp = await client.get(f"/c/{did}/settings/{path}", **cookie(mod))
         assert resp.status == 403 and "<h1>You do not have permission for this</h1>" in resp.text, path
         assert "<code>admin</code>" in resp.text or "<code>primary</code>" in resp.text, path
+    await add_request(app, did, "did:plc:setasker")
+    resp = await client.post(f"/c/{did}/requests/did:plc:setasker/reject", **form(member, {}))
+    assert resp.status == 403 and "members.approve" in resp.text
+    denied = [(e["action"], e["actor_did"], e["target_did"]) for e in await audit_store.list_entries(
+        app.db, did, limit=5, before_id=None, action=None) if "denied" in (e["metadata"] or "")]
+    assert ("membership.reject", "did:plc:setmember", None) in denied  # in the admins' history
     resp = await client.post(f"/c/{did}/settings/profile", **form(mod, {"displayName": "Taken"}))
     assert resp.status == 403 and "to be an admin of this community" in resp.text
     # the moderator's members page offers remove and ban, not the admins' actions

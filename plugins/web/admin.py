@@ -187,7 +187,8 @@ def member_actions(me: Any, my_did: str, member: dict[str, Any], roles: list[str
         "promote": me.is_admin and not myself and not target_admin,
         "demote": me.is_admin and not myself and target_admin and not target_primary,
         "transfer": me.is_primary and not myself,
-        "assign": [r for r in roles if r not in held] if me.is_admin else [],
+        # admins hold every capability already: roles are for the other members
+        "assign": [r for r in roles if r not in held] if me.is_admin and not target_admin else [],
         "unassign": held if me.is_admin else [],
         "remove": me.holds("members.remove") and not myself and not target_primary
                   and (me.is_admin or not target_admin),
