@@ -21,7 +21,7 @@ from daemon.atproto.syntax import is_did
 from daemon.http.base import ApiError, decode_cursor, encode_cursor
 from daemon.runtime.clock import iso
 from daemon.runtime.services import DID_PATTERN
-from plugins.web.admin import community_names, member_named, section_page
+from plugins.web.admin import community_names, section_page
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN
 from plugins.web.shared import IDENT, community_path, community_row, person_name, signed_in_actor
