@@ -92,7 +92,10 @@ async def test_a_moderator_sees_exactly_the_sections_their_role_opens(client, ap
     resp = await client.get(f"/c/{did}/settings", **cookie(member))
     assert resp.status == 403 and "<code>admin</code>" in resp.text
     assert ">Community settings<" not in (await client.get(f"/c/{did}", **cookie(member))).text
-    assert ">Community settings<" in (await client.get(f"/c/{did}", **cookie(mod))).text
+    page = (await client.get(f"/c/{did}", **cookie(mod))).text
+    assert ">Community settings<" in page
+    # the community's member list shows the role too
+    assert '<span class="badge badge-role badge-custom badge-moderator">Moderator</span>' in page
 
 
 async def test_a_custom_role_with_audit_read_opens_the_history_and_nothing_else(client, app):
