@@ -419,9 +419,10 @@ async def test_admins_grant_and_revoke_an_apps_access(client, app):
     assert resp.status == 400 and "no active app" in resp.text
 
     resp = await client.post(f"/c/{did}/settings/apps", **form(admin, {"appId": app_id, "manage": "yes"}))
-    assert resp.status == 303 and resp.headers["Location"].endswith("/settings/apps?done=app_allowed")
+    assert resp.status == 303 and resp.headers["Location"].endswith(f"/settings/apps?done=app_allowed&app={app_id}")
     assert await communities_store.app_manages(app.db, did, app_id)
-    page = (await client.get(f"/c/{did}/settings/apps", headers=cookie)).text
+    page = (await client.get(resp.headers["Location"], headers=cookie)).text
+    assert "Bakery board was granted access." in page
     assert "Bakery board" in page and "Acts for the admins" in page and app_id in page
     # the app now sees the private community through the API
     resp = await client.get(f"/api/v1/communities/{did}", api_key=registered["apiKey"])

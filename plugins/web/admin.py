@@ -417,7 +417,7 @@ class AppsPage(PageHandler):
             await self.show(row, errors, 400)
             return
         await self.communities.allow_app(row, app_id, signed_in_actor(self), True, manage=manage)
-        self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
+        self.see_other(f"{community_path(row)}/settings/apps?{urlencode({'done': 'app_allowed', 'app': app_id})}")
 
 
 class AppRevokeAction(PageHandler):
@@ -431,7 +431,7 @@ class AppRevokeAction(PageHandler):
     async def submit(self, ident: str, app_id: str) -> None:
         row = await community_row(self, ident)
         await self.communities.allow_app(row, app_id, signed_in_actor(self), False)
-        self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
+        self.see_other(f"{community_path(row)}/settings/apps?{urlencode({'done': 'app_revoked', 'app': app_id})}")
 
 
 # ------------------------------------------------------------------ danger zone and delete

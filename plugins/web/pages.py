@@ -13,7 +13,7 @@ from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
 from plugins.web.sections import settings_sections
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, plain_notice, community_path, community_row, signed_in_actor
 from store import communities as communities_store
 
 # ------------------------------------------------------------------ home
@@ -27,14 +27,14 @@ class HomePage(PageHandler):
             self.render_page("home_signed_out.html", title="Commonroom", sign_in_form=True,
                              next=safe_next(self.get_query_argument("next", None)),
                              ended=self.session_ended,
-                             notice=NOTICES.get(self.get_query_argument("done", "")))
+                             notice=plain_notice(self.get_query_argument("done", "")))
             return
         limit, cursor = self.page_params(1, "i")
         mine, more = await queries.my_communities(self.app.db, self.principal.did, limit=limit,
                                                   after_id=int(cursor[0]) if cursor else None)
         pending = await queries.my_requests(self.app.db, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
-                         notice=NOTICES.get(self.get_query_argument("done", "")),
+                         notice=plain_notice(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
 
 
@@ -97,7 +97,7 @@ class CommunityPage(PageHandler):
             path_of=community_path(row), action=self.action(row, {**status, 'isBanned': ban is not None}),
             membership=status,
             members=members["members"] if members else None, more=more, search=search,
-            notice=NOTICES.get(done), paged=bool(self.get_query_argument("cursor", "")))
+            notice=plain_notice(done), paged=bool(self.get_query_argument("cursor", "")))
 
     def action(self, row: Any, status: dict[str, Any]) -> str | None:
         """The one right action for the viewer: join, request, withdraw, leave, or

@@ -37,8 +37,8 @@ NOTICES = {
     "role_deleted": "The role {role} was deleted; its holders lost it.",
     "transferred": "The primary admin role was handed over. You are still an admin.",
     "deleted": "The community was deleted.",
-    "app_allowed": "The app was granted access.",
-    "app_revoked": "The app's access was revoked.",
+    "app_allowed": "{app} was granted access.",
+    "app_revoked": "The access of {app} was revoked.",
     "invite_revoked": "The invite was revoked: its link no longer lets anyone in.",
     "signed_out": "You are signed out. Sign in again whenever you like.",
 }
@@ -51,6 +51,13 @@ async def person_name(handler: PageHandler, did: str) -> str:
     from store import members as members_store
     profile = await members_store.get_profile(handler.app.db, did)
     return (profile["handle"] if profile is not None and profile["handle"] else None) or did
+
+
+def plain_notice(done: str | None) -> str | None:
+    """The sentence of `?done=` on a page that names nobody (a sentence that needs a name
+    is only shown where `notice_of` can fill it in)."""
+    sentence = NOTICES.get(done or "")
+    return sentence if sentence is not None and "{" not in sentence else None
 
 
 async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
@@ -79,7 +86,13 @@ async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
         from plugins.web.dates import when
         ban = await handler.communities.ban_of(row, who_did)
         until = f" until {when(ban['expiresAt'])}" if ban and ban["expiresAt"] else ""
-    return sentence.format(who=who, role=role or "that role", until=until)
+    app_name = "The app"
+    app_id = handler.get_query_argument("app", "") or ""
+    if "{app}" in sentence and app_id.startswith("app_") and len(app_id) <= 24:
+        from store import apps as apps_store
+        found = await apps_store.get_app(handler.app.db, app_id)
+        app_name = found["name"] if found is not None else app_name
+    return sentence.format(who=who, role=role or "that role", until=until, app=app_name)
 
 
 def community_path(row: Any) -> str:
