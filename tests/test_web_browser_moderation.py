@@ -88,9 +88,21 @@ async def test_a_moderator_approves_bans_and_reads_the_history_through_the_pages
         # he bans Carol for 7 days with a reason, from her row's menu
         await b_page.get_by_role("link", name="Members", exact=True).click()
         row = b_page.locator(".member", has_text=carol["handle"])
-        await row.locator("summary").click()
-        await pages.check(b_page, "moderator-members-menu")
-        await row.get_by_role("link", name=f"Ban… {carol['handle']}").click()
+        if js:  # by keyboard: the menu's summary opens with Enter, Tab reaches its actions
+            await row.locator("summary").focus()
+            await b_page.keyboard.press("Enter")
+            assert await row.locator("details").get_attribute("open") is not None
+            await b_page.keyboard.press("Tab")
+            await b_page.keyboard.press("Tab")
+            focused = await b_page.evaluate("document.activeElement.textContent")
+            assert focused.startswith("Ban…") and carol["handle"] in focused
+            await pages.check(b_page, "moderator-members-menu")
+            async with b_page.expect_navigation():
+                await b_page.keyboard.press("Enter")
+        else:
+            await row.locator("summary").click()
+            await pages.check(b_page, "moderator-members-menu")
+            await row.get_by_role("link", name=f"Ban… {carol['handle']}").click()
         assert await b_page.locator("h1").inner_text() == f"Ban {carol['handle']} from {name}?"
         await b_page.get_by_label("Reason").fill("Selling seeds in every thread")
         await b_page.get_by_label("7 days").check()
