@@ -2,6 +2,12 @@
 
 Starts the devnet, writes `<state_dir>/config.devnet.yaml` (the given config plus the devnet's
 URLs), runs `commonroom serve` with it, and stops both on Ctrl-C / SIGTERM.
+
+The devnet starts empty each time (its PLC directory lives in memory), so what the state
+directory's database remembers of the previous run (identity caches, communities, sessions,
+apps) names accounts that no longer exist: it is cleared first, and the run says so in one
+line. The service's secret key stays. A database the devnet did not make (no marker) is
+moved aside rather than deleted.
 """
 
 from __future__ import annotations
@@ -29,11 +35,41 @@ def port_is_free(port: int) -> bool:
             return False
 
 
+MARKER = "devnet-state"  # in the state dir: the database there was made against a devnet
+
+
+def clear_previous_devnet(state_dir: Path, database: str) -> str | None:
+    """Forget the previous devnet's data; the line to print, or None if there was none."""
+    import time
+    db = state_dir / database
+    marker = state_dir / MARKER
+    companions = [db] + [db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal")]
+    if not db.exists():
+        marker.unlink(missing_ok=True)
+        return None
+    if marker.exists():
+        for path in companions:
+            path.unlink(missing_ok=True)
+        marker.unlink()
+        return (f"cleared {state_dir.name}/{database} of the previous local devnet (its communities, sessions "
+                "and identity caches): the local PDS starts empty each time")
+    aside = state_dir / f"{database}.before-devnet-{time.strftime('%Y%m%d-%H%M%S')}"
+    for path in companions:
+        if path.exists():
+            path.rename(aside.with_name(aside.name + path.name[len(db.name):]))
+    return f"moved {db} aside to {aside.name}: the local devnet starts empty, so the service does too"
+
+
 def main() -> int:
     config_path = Path(sys.argv[1] if len(sys.argv) > 1 else "config.yaml").resolve()
     raw = yaml.safe_load(config_path.read_text()) or {}
     state_dir = (config_path.parent / (raw.get("storage") or {}).get("state_dir", ".state")).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
+    database = (raw.get("storage") or {}).get("database", "commonroom.sqlite3")
+    cleared = clear_previous_devnet(state_dir, database)
+    if cleared:
+        print(cleared, flush=True)
+    (state_dir / MARKER).write_text("the database here was made against the local devnet of scripts/serve\n")
     ports = {}
     if port_is_free(DEFAULT_PLC_PORT) and port_is_free(DEFAULT_PDS_PORT):
         ports = {"plc_port": DEFAULT_PLC_PORT, "pds_port": DEFAULT_PDS_PORT}
@@ -48,6 +84,10 @@ def main() -> int:
                         # the devnet is on loopback, which the SSRF guard refuses by default
                         "allowed_private_targets": ["127.0.0.0/8", "::1", "localhost"]})
         raw["atproto"] = atproto
+        # webhooks to a receiver on this machine (scripts/webhook-receiver) work without edits
+        hooks = raw.get("webhooks") or {}
+        raw["webhooks"] = {**hooks, "allow_http": True,
+                           "allowed_targets": sorted({*(hooks.get("allowed_targets") or []), "127.0.0.0/8"})}
         # follow the devnet PDS's firehose (docs/sync.md), unless the config chose a source
         sync = raw.get("sync") or {}
         if sync.get("source", "off") == "off":
@@ -61,6 +101,11 @@ def main() -> int:
         print(f"PLC {net.plc_url}  PDS {net.pds_url}")
         print(f"log in at {raw.get('server', {}).get('base_url', 'http://127.0.0.1:8080')} as "
               f"{demo['handle']} with password {password}")
+        print(f"another account: curl -s {net.pds_url}/xrpc/com.atproto.server.createAccount "
+              "-H 'content-type: application/json' "
+              "-d '{\"handle\":\"bob.test\",\"password\":\"bob-pw\",\"email\":\"bob@example.com\"}'")
+        print("webhooks: scripts/webhook-receiver listens on http://127.0.0.1:9000/ (http and loopback "
+              "are allowed here)")
         print(f"config: {derived}", flush=True)
         daemon = subprocess.Popen([str(REPO / ".venv" / "bin" / "commonroom"), "-c", str(derived), "serve"])
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -139,34 +139,36 @@ async def pending_batch_tx(tx: Transaction, webhook_id: str, limit: int) -> list
 
 
 async def mark_delivered_tx(tx: Transaction, webhook_id: str,
-                            results: Sequence[tuple[int, int, str, str]]) -> None:
-    """`results`: (delivery id, status code, first attempt at, attempted at)."""
+                            results: Sequence[tuple[int, int, str, str, str | None]]) -> None:
+    """`results`: (delivery id, status code, first attempt at, attempted at, the answer's
+    first 2 KB)."""
     await tx.executemany(
         "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, "
         "status_code = ?, error = NULL, first_attempt_at = COALESCE(first_attempt_at, ?), "
-        "last_attempt_at = ?, completed_at = ? WHERE id = ? AND status = 'pending'",
-        [(code, first, at, at, did) for did, code, first, at in results])
+        "last_attempt_at = ?, completed_at = ?, response_body = ? WHERE id = ? AND status = 'pending'",
+        [(code, first, at, at, answer, did) for did, code, first, at, answer in results])
     await tx.execute("UPDATE webhooks SET failed_streak = 0 WHERE id = ? AND failed_streak != 0",
                      (webhook_id,))
 
 
 async def mark_retry_tx(tx: Transaction, delivery_id: int, *, status_code: int | None, error: str,
-                        attempted_at: str, next_attempt_at: float) -> None:
+                        attempted_at: str, next_attempt_at: float, response_body: str | None = None) -> None:
     await tx.execute(
         "UPDATE webhook_deliveries SET attempts = attempts + 1, status_code = ?, error = ?, "
-        "first_attempt_at = COALESCE(first_attempt_at, ?), last_attempt_at = ?, next_attempt_at = ? "
-        "WHERE id = ? AND status = 'pending'",
-        (status_code, error, attempted_at, attempted_at, next_attempt_at, delivery_id))
+        "first_attempt_at = COALESCE(first_attempt_at, ?), last_attempt_at = ?, next_attempt_at = ?, "
+        "response_body = ? WHERE id = ? AND status = 'pending'",
+        (status_code, error, attempted_at, attempted_at, next_attempt_at, response_body, delivery_id))
 
 
 async def mark_failed_tx(tx: Transaction, webhook_id: str, delivery_id: int, *,
-                         status_code: int | None, error: str, attempted_at: str) -> int:
+                         status_code: int | None, error: str, attempted_at: str,
+                         response_body: str | None = None) -> int:
     """Give a delivery up; return the webhook's count of deliveries given up in a row."""
     await tx.execute(
         "UPDATE webhook_deliveries SET status = 'failed', attempts = attempts + 1, status_code = ?, "
         "error = ?, first_attempt_at = COALESCE(first_attempt_at, ?), last_attempt_at = ?, "
-        "completed_at = ? WHERE id = ? AND status = 'pending'",
-        (status_code, error, attempted_at, attempted_at, attempted_at, delivery_id))
+        "completed_at = ?, response_body = ? WHERE id = ? AND status = 'pending'",
+        (status_code, error, attempted_at, attempted_at, attempted_at, response_body, delivery_id))
     await tx.execute("UPDATE webhooks SET failed_streak = failed_streak + 1 WHERE id = ?", (webhook_id,))
     return await tx.fetchval("SELECT failed_streak FROM webhooks WHERE id = ?", (webhook_id,)) or 0
 
@@ -189,6 +191,15 @@ async def prune_completed_tx(tx: Transaction, before: str, limit: int = 5000) ->
 
 
 _DELIVERY_COLUMNS = "d.*, e.type AS event_type"
+
+
+async def delivery_with_event(db: Reader, webhook_id: str, delivery_id: int) -> Row | None:
+    """A delivery with its event's fields (`type`, `community_did`, `data`,
+    `event_created_at`: what its payload is made of); None if either is gone."""
+    return await db.fetchone(
+        f"SELECT {_DELIVERY_COLUMNS}, e.type, e.community_did, e.data, e.created_at AS event_created_at "
+        "FROM webhook_deliveries d JOIN events e ON e.id = d.event_id WHERE d.webhook_id = ? AND d.id = ?",
+        (webhook_id, delivery_id))
 
 
 async def get_delivery(db: Reader, webhook_id: str, delivery_id: int) -> Row | None:

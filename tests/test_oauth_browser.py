@@ -80,7 +80,7 @@ async def test_browser_login_ends_logged_in(app, tls_server, oauth_account, tmp_
             # the home page knows who is signed in, and signing out (a fetch carrying the
             # csrf-token cookie's value in x-csrf-token) ends the session
             await page.goto(base + "/")
-            assert await page.locator("#handle").inner_text() == oauth_account["handle"]
+            assert await page.locator(".who-handle").inner_text() == oauth_account["handle"]
             await page.get_by_role("button", name="Sign out").click()
             await page.get_by_label("Handle, DID or server address").wait_for()
             resp = await page.goto(base + "/users/me")

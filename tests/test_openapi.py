@@ -38,6 +38,12 @@ async def test_document_holds_every_route_method_the_app_serves(app, client):
     assert {("POST", "/api/v1/communities/{did}/members/approve"),
             ("POST", "/api/v1/communities/{did}/members/reject")} <= operations
     assert ("POST", "/api/v1/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver") in operations
+    # the owner's webhook routes name every path parameter after what it is (issue 24)
+    owner = "/api/v1/apps/{appId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver"
+    assert ("POST", owner) in operations
+    assert [p["name"] for p in doc["paths"][owner]["post"]["parameters"] if p["in"] == "path"] == \
+        ["appId", "webhookId", "deliveryId"]
+    assert not [p for p in doc["paths"] if "{param" in p]
     # the HTML home page is left out by its declaration; the API document itself is in
     assert ("GET", "/") not in operations
     assert ("GET", "/api/v1/openapi.json") in operations

@@ -146,7 +146,7 @@ async def test_create_find_request_join_and_leave_through_the_pages(
             a_ctx, a_client = await signed_in_context(browser, app, service, alice, js=False)
             a_page = await a_ctx.new_page()
             await a_page.goto(base + "/")
-        assert await a_page.locator("#handle").inner_text() == alice["handle"]
+        assert await a_page.locator(".who-handle").inner_text() == alice["handle"]
         assert await a_page.locator("h1").inner_text() == "Your communities"
         await pages.check(a_page, "home-empty")
 
@@ -233,10 +233,11 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         request = await members_store.get_request(app.db, did, bob["did"])
         await a_page.goto(base + "/")
         await a_page.get_by_role("link", name="1 pending request").click()
-        await a_page.wait_for_url(base + community_path + "/settings#requests")
-        await pages.check(a_page, "settings")
+        await a_page.wait_for_url(base + community_path + "/settings/requests")
+        await pages.check(a_page, "settings-requests")
         await a_page.get_by_role("button", name=f"Approve {bob['handle']}").click()
-        await a_page.wait_for_url(re.compile(r"/settings\?done=approved"))
+        await a_page.wait_for_url(re.compile(r"/settings/requests\?done=approved"))
+        assert f"{bob['handle']} is a member now" in await a_page.get_by_role("status").inner_text()
         assert "No one is waiting to join" in await a_page.locator("#requests").inner_text()
         members = (await a_client.get(f"/communities/{did}/members")).json()["members"]
         assert {m["did"] for m in members} == {alice["did"], bob["did"]}
@@ -245,7 +246,9 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         await b_page.reload()
         assert await b_page.get_by_role("button", name="Leave").count() == 1
 
-        # Alice edits the profile: a mistake first, then saved to the index and the PDS
+        # Alice edits the profile (General): a mistake first, then saved to the index and the PDS
+        await a_page.get_by_role("link", name="General").click()
+        await pages.check(a_page, "settings")
         await a_page.get_by_label("Name", exact=True).fill("")
         await a_page.get_by_role("button", name="Save the profile").click()
         assert "Enter a name" in await a_page.locator(".error-summary").inner_text()
@@ -261,16 +264,21 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         await a_page.get_by_role("link", name="Trusted apps").click()
         assert "No app has been granted access." in await a_page.locator("main").inner_text()
         await pages.check(a_page, "apps")
-        await a_page.get_by_role("link", name="Back to the settings").click()
 
         # Alice makes Bob an admin, hands him the primary admin role; Bob removes Alice
-        await a_page.get_by_role("link", name="Manage members and admins").click()
-        await a_page.get_by_role("button", name=f"Make admin ({bob['handle']})").click()
-        await a_page.wait_for_url(re.compile(r"/settings/members\?done=promoted$"))
+        # (each member's actions are in one menu, a <details> that works without scripts)
+        await a_page.get_by_role("link", name="Members", exact=True).click()
+        row = a_page.locator(".member", has_text=bob["handle"])
+        await row.locator("summary").click()
+        await pages.check(a_page, "members-menu")
+        await row.get_by_role("button", name=f"Make admin ({bob['handle']})").click()
+        await a_page.wait_for_url(re.compile(r"/settings/members\?done=promoted&who="))
+        assert f"{bob['handle']} is now an admin." in await a_page.get_by_role("status").inner_text()
         row = a_page.locator(".member", has_text=bob["handle"])
         assert "Admin" in await row.locator(".badge").all_inner_texts()
         await pages.check(a_page, "members")
-        await row.get_by_role("link", name=f"Make primary admin ({bob['handle']})").click()
+        await row.locator("summary").click()
+        await row.get_by_role("link", name=f"Make primary admin… ({bob['handle']})").click()
         assert await a_page.locator("h1").inner_text() == f"Make {bob['handle']} the primary admin?"
         await pages.check(a_page, "transfer-confirm")
         await a_page.get_by_role("button", name=f"Make {bob['handle']} the primary admin").click()
@@ -280,9 +288,14 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert [a["did"] for a in admins] == [bob["did"], alice["did"]]
 
         await b_page.goto(base + community_path + "/settings/members")
-        await b_page.get_by_label(f"Reason for removing {alice['handle']}").fill("Handing over")
+        row = b_page.locator(".member", has_text=alice["handle"])
+        await row.locator("summary").click()
+        await row.get_by_role("link", name=f"Remove… {alice['handle']}").click()
+        assert await b_page.locator("h1").inner_text() == f"Remove {alice['handle']} from {name}?"
+        await pages.check(b_page, "remove-confirm")
+        await b_page.get_by_label("Reason").fill("Handing over")
         await b_page.get_by_role("button", name=f"Remove {alice['handle']}").click()
-        await b_page.wait_for_url(re.compile(r"/settings/members\?done=removed$"))
+        await b_page.wait_for_url(re.compile(r"/settings/members\?done=removed&who="))
         assert alice["handle"] not in await b_page.locator(".member-list").inner_text()
         assert alice["did"] not in await proofs_on_pds(app, did)
         members = (await b_client.get(f"/communities/{did}/members")).json()["members"]
@@ -329,8 +342,9 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         assert await membership_record(app, bob["did"], member["membership_uri"]) is None
 
         # Bob, now primary admin of the first community, deletes it (typing its handle)
-        await b_page.goto(base + community_path + "/settings")
-        await b_page.get_by_role("link", name="Delete the community").click()
+        await b_page.goto(base + community_path + "/settings/danger")
+        await pages.check(b_page, "danger")
+        await b_page.get_by_role("link", name="Delete the community…").click()
         await pages.check(b_page, "delete")
         handle = community_path.rsplit("/", 1)[1]
         await b_page.get_by_label("To confirm, type the community's handle").fill(handle)

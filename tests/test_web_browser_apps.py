@@ -112,7 +112,7 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
         did = (await a_client.get("/users/me/memberships")).json()["memberships"][0]["communityDid"]
         handle = (await communities_store.get_community(app.db, did))["handle"]
 
-        await a_page.goto(base + community_path + "/settings")
+        await a_page.goto(base + community_path + "/settings/pictures")
         await a_page.get_by_label("Choose a new avatar").set_input_files(
             png_file(tmp_path / "avatar.png", (400, 400), (200, 90, 40)))
         if js:  # the chosen file is shown before it is sent
@@ -120,7 +120,7 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
             assert (await preview.get_attribute("src")).startswith("blob:")
         await pages.check(a_page, "settings-pictures")
         await a_page.get_by_role("button", name="Upload the avatar").click()
-        await a_page.wait_for_url(base + community_path + "/settings?done=avatar#pictures")
+        await a_page.wait_for_url(base + community_path + "/settings/pictures?done=avatar")
         assert "The new avatar is saved" in await a_page.get_by_role("status").inner_text()
         row = await communities_store.get_community(app.db, did)
         assert row["avatar_cid"] and row["avatar_mime"] == "image/png"
@@ -148,9 +148,9 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
                 "repo": alice["did"], "collection": "app.bsky.actor.profile", "rkey": "self",
                 "record": {"$type": "app.bsky.actor.profile", "displayName": "Alice", "banner": blob}})
             assert put.status_code == 200, put.text
-        await a_page.goto(base + community_path + "/settings")
+        await a_page.goto(base + community_path + "/settings/pictures")
         await a_page.get_by_role("button", name="Use my own Bluesky banner").click()
-        await a_page.wait_for_url(base + community_path + "/settings?done=banner#pictures")
+        await a_page.wait_for_url(base + community_path + "/settings/pictures?done=banner")
         row = await communities_store.get_community(app.db, did)
         assert row["banner_cid"] and (await pds_record(app, did, "profile"))["banner"]["ref"]["$link"] == row["banner_cid"]
         await a_page.goto(base + community_path)

@@ -6,6 +6,7 @@ routes with the app's key. Another person's app is a 404 page."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from urllib.parse import urlencode
@@ -158,7 +159,7 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
     await make_community(app, "did:plc:bakers")
     rec = receiver()
     page = await client.get(base + "/webhooks/new", **cookie(alice))
-    assert page.status == 200 and page.text.count('type="checkbox" id="event-') == 10
+    assert page.status == 200 and page.text.count('type="checkbox" id="event-') == 11
     # mistakes: no event, unknown community, an address the guard refuses
     resp = await client.post(base + "/webhooks/new", **form(alice, [
         ("url", "http://10.1.2.3/hook"), ("community", "nobody.test")]))
@@ -189,6 +190,12 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
     page = (await client.get(hook_page, **cookie(alice))).text
     assert "Delivered" in page and "member.joined" in page and "HTTP 200" in page
     delivery_id = re.search(r"/deliveries/(\d+)/redeliver", page).group(1)
+    # the delivery's page: the body that was sent, and the receiver's answer (issue 24)
+    detail = (await client.get(f"{hook_page}/deliveries/{delivery_id}", **cookie(alice))).text
+    assert "&quot;type&quot;: &quot;member.joined&quot;" in detail and rec.requests[0].body.decode() == \
+        json.dumps(json.loads(rec.requests[0].body), separators=(",", ":"), ensure_ascii=False)
+    assert "HTTP 200, and (its first 2 KB):" in detail and "<code>ok</code>" in detail
+    assert (await client.get(f"{hook_page}/deliveries/999999", **cookie(alice))).status == 404
     resp = await client.post(f"{hook_page}/deliveries/{delivery_id}/redeliver", **form(alice, {}))
     assert resp.status == 303 and "done=redelivered" in resp.headers["Location"]
     await wait_until(lambda: len(rec.requests) == 2, what="the redelivery")

@@ -109,10 +109,12 @@ async def test_a_moderator_manages_invites_but_a_member_is_refused_and_audited(c
     await make_moderator(app, did, "did:plc:invmod")
     mod = await login_as(app, "did:plc:invmod", "invmod.test")
     member = await login_as(app, "did:plc:invmember", "invmember.test")
-    # the moderator has no settings page, so the community page links to the invites
+    # the moderator's settings open on the sections their role opens; invites among them
     page = (await client.get(f"/c/{did}", **cookie(mod))).text
-    assert "/settings/invites" in page and ">Community settings<" not in page
-    assert "/settings/invites" not in (await client.get(f"/c/{did}", **cookie(member))).text
+    assert ">Community settings<" in page
+    assert "/settings" not in (await client.get(f"/c/{did}", **cookie(member))).text
+    page = (await client.get(f"/c/{did}/settings/invites", **cookie(mod))).text
+    assert 'href="/c/' in page and '/settings/invites" aria-current="page">Invites<' in page
     await create_link(client, mod, did, maxUses="1")
     assert (await client.get(f"/c/{did}/settings/invites", **cookie(mod))).status == 200
 
@@ -189,3 +191,23 @@ async def test_a_link_that_no_longer_works_is_an_error_page_that_says_why(client
         assert f"<h1>{heading}</h1>" in resp.text and "Join" not in resp.text
         assert "Seeded" not in resp.text  # nothing about the community behind a dead link
     assert (await invites_store.get_invite(app.db, invite_id=1))["uses"] == (1 if state == "exhausted" else 0)
+
+
+async def test_a_member_who_used_up_a_link_is_told_they_are_a_member_not_that_it_is_used_up(client, app):
+    did = await seed_community(app, "did:plc:invusedby", type="admin-approved", members=("did:plc:invused",))
+    admin = await login_as(app, "did:plc:invusedby", "invusedby.test")
+    code = (await create_link(client, admin, did, maxUses="1")).rsplit("/", 1)[1]
+    async with app.db.transaction("tests.use") as tx:  # the member's own join used it
+        assert await invites_store.claim_use_tx(tx, 1, app.clock.iso_now())
+    member = await login_as(app, "did:plc:invused", "invused.test")
+    resp = await client.get(f"/invite/{code}", **cookie(member))
+    assert resp.status == 200 and "You are already a member of Seeded." in resp.text
+    assert "used up" not in resp.text and "Join Seeded" not in resp.text
+    # a Join sent again (a reload) goes to the community; nothing is counted
+    resp = await client.post(f"/invite/{code}", **form(member, {}))
+    assert resp.status == 303 and resp.headers["Location"] == f"/c/{did[8:20]}.test"
+    assert (await invites_store.get_invite(app.db, invite_id=1))["uses"] == 1
+    # someone else still reads that it is used up
+    other = await login_as(app, "did:plc:invother", "invother.test")
+    resp = await client.get(f"/invite/{code}", **cookie(other))
+    assert resp.status == 410 and "This invite has been used up" in resp.text

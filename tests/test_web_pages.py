@@ -102,9 +102,22 @@ async def test_post_without_the_hidden_token_is_refused_with_an_html_403(client,
 async def test_sign_out_form_ends_the_session_and_redirects_home(client, app):
     session = await login_as(app, "did:plc:webbye", "bye.test")
     resp = await client.post("/signout", **form(session, {}))
-    assert resp.status == 303 and resp.headers["Location"] == "/"
+    assert resp.status == 303 and resp.headers["Location"] == "/?done=signed_out"
     resp = await client.get("/users/me", session=session)
     assert resp.status == 401
+    # the home page says so (issue 24), and offers the sign-in form again
+    page = (await client.get("/?done=signed_out")).text
+    assert 'role="status"><p>You are signed out.' in page and 'action="/login"' in page
+
+
+async def test_the_handle_field_of_the_create_form_is_the_only_element_with_its_id(client, app):
+    session = await login_as(app, "did:plc:webids", "ids.test")
+    page = (await client.get("/new", headers={"Cookie": f"sid={session.sid}"})).text
+    # the header names the person without an id, so the form's Handle field keeps its label
+    assert page.count('id="handle"') == 1 and '<label for="handle"' in page
+    assert '<strong class="who-handle">ids.test</strong>' in page
+    ids = re.findall(r'\bid="([^"]+)"', page)
+    assert len(ids) == len(set(ids)), ids
 
 
 async def test_expired_session_shows_sign_in_that_returns_to_the_page(client, app, clock):
@@ -265,17 +278,21 @@ async def test_settings_are_for_admins_and_decline_a_request_with_a_reason(clien
     admin = await login_as(app, "did:plc:websetadmin", "setadmin.test")
     member = await login_as(app, "did:plc:websetmember", "setmember.test")
     resp = await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={member.sid}"})
-    assert resp.status == 403 and "Only an admin" in resp.text
+    assert resp.status == 403 and "to be an admin of this community" in resp.text
+    resp = await client.get(f"/c/{did}/settings/requests", headers={"Cookie": f"sid={member.sid}"})
+    assert resp.status == 403 and "<code>members.approve</code>" in resp.text
     resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject", **form(member, {}))
-    assert resp.status == 403
+    assert resp.status == 403 and "members.approve" in resp.text
     assert await members_store.get_request(app.db, did, "did:plc:webasker") is not None
 
-    page = (await client.get(f"/c/{did}/settings", headers={"Cookie": f"sid={admin.sid}"})).text
+    page = (await client.get(f"/c/{did}/settings/requests", headers={"Cookie": f"sid={admin.sid}"})).text
     assert "did:plc:webasker" in page and ">Decline<" in page
     resp = await client.post(f"/c/{did}/requests/did:plc:webasker/reject",
                              **form(admin, {"reason": "Bakers only"}))
     assert resp.status == 303
-    assert resp.headers["Location"].endswith("/settings?done=rejected#requests")
+    assert resp.headers["Location"].endswith("/settings/requests?done=rejected&who=did%3Aplc%3Awebasker")
+    page = (await client.get(resp.headers["Location"], headers={"Cookie": f"sid={admin.sid}"})).text
+    assert "The request of did:plc:webasker was declined." in page
     assert await members_store.get_request(app.db, did, "did:plc:webasker") is None
     entry = (await audit_store.list_entries(app.db, did, limit=1, before_id=None, action=None))[0]
     assert (entry["action"], entry["target_did"], entry["reason"]) == ("member.rejected", "did:plc:webasker",
@@ -330,6 +347,7 @@ async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_no
 
     resp = await client.get(f"/c/{did}/settings/members", headers={"Cookie": f"sid={plain.sid}"})
     assert resp.status == 403 and resp.headers["Content-Type"].startswith("text/html")
+    assert "<code>members.remove</code> or <code>members.ban</code>" in resp.text
     resp = await client.post(f"/c/{did}/members/did:plc:webadm/demote", **form(plain, {}))
     assert resp.status == 403 and "Only an admin" in resp.text
     # an admin (not primary) manages members but is offered no hand-over, and may not open it
@@ -401,9 +419,10 @@ async def test_admins_grant_and_revoke_an_apps_access(client, app):
     assert resp.status == 400 and "no active app" in resp.text
 
     resp = await client.post(f"/c/{did}/settings/apps", **form(admin, {"appId": app_id, "manage": "yes"}))
-    assert resp.status == 303 and resp.headers["Location"].endswith("/settings/apps?done=app_allowed")
+    assert resp.status == 303 and resp.headers["Location"].endswith(f"/settings/apps?done=app_allowed&app={app_id}")
     assert await communities_store.app_manages(app.db, did, app_id)
-    page = (await client.get(f"/c/{did}/settings/apps", headers=cookie)).text
+    page = (await client.get(resp.headers["Location"], headers=cookie)).text
+    assert "Bakery board was granted access." in page
     assert "Bakery board" in page and "Acts for the admins" in page and app_id in page
     # the app now sees the private community through the API
     resp = await client.get(f"/api/v1/communities/{did}", api_key=registered["apiKey"])

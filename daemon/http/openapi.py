@@ -239,7 +239,9 @@ def path_templates(pattern: str, handler: type, method: str) -> list[tuple[str, 
     template to OpenAPI."""
     spans = pattern_groups(pattern)
     names = [p for p in inspect.signature(getattr(handler, method)).parameters if p != "self"]
-    names = [_camel(n) for n in names[:len(spans)]]
+    # a handler whose route has groups its methods do not receive (a mixin takes them off
+    # the front, such as the app id of the owner's webhook routes) names them itself
+    names = [*getattr(handler, "path_prefix_names", ()), *(_camel(n) for n in names)][:len(spans)]
     names += [f"param{i}" for i in range(len(names), len(spans))]
     variants: list[tuple[str, list[dict[str, Any]]]] = [("", [])]
     pos = 0

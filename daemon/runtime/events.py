@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 #: The event kinds of the spec (section 6). Plugins may emit others with their own prefix.
 EVENT_TYPES = (
     "member.joined", "member.left", "member.approved", "member.rejected", "member.removed",
-    "member.banned", "member.unbanned",
+    "member.banned", "member.unbanned", "member.roles_changed",
     "record.created", "record.updated", "record.deleted",
 )
 

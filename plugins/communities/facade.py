@@ -8,7 +8,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from daemon.http.base import ApiError
-from plugins.communities import common, denials, invites, service, uploads, views
+from plugins.communities import bans, capabilities, common, denials, invites, roles, service, uploads, views
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
@@ -52,6 +52,9 @@ class Communities:
     async def audit_log(self, handler: "BaseHandler", row: "Row") -> dict[str, Any]:
         return await common.audit_log(handler, row)
 
+    def audit_entry_json(self, row: "Row") -> dict[str, Any]:
+        return views.audit_json(row)
+
     def image_url(self, row: "Row", image: str) -> str | None:
         return views.image_url(row, image)
 
@@ -66,19 +69,24 @@ class Communities:
         return await service.delete(self.app, row, actor)
 
     async def approve(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
-        return await service.approve(self.app, row, member_did, actor)
+        async with self._denials_audited(row, actor, "membership.approve"):
+            return await service.approve(self.app, row, member_did, actor)
 
     async def reject(self, row: "Row", member_did: str, actor: "Actor", reason: str | None) -> dict[str, Any]:
-        return await service.reject(self.app, row, member_did, actor, reason)
+        async with self._denials_audited(row, actor, "membership.reject"):
+            return await service.reject(self.app, row, member_did, actor, reason)
 
     async def remove(self, row: "Row", member_did: str, actor: "Actor", reason: str | None) -> dict[str, Any]:
-        return await service.remove(self.app, row, member_did, actor, reason)
+        async with self._denials_audited(row, actor, "membership.remove"):
+            return await service.remove(self.app, row, member_did, actor, reason)
 
     async def promote(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
-        return await service.promote(self.app, row, member_did, actor)
+        async with self._denials_audited(row, actor, "admin.promote"):
+            return await service.promote(self.app, row, member_did, actor)
 
     async def demote(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
-        return await service.demote(self.app, row, member_did, actor)
+        async with self._denials_audited(row, actor, "admin.demote"):
+            return await service.demote(self.app, row, member_did, actor)
 
     async def transfer(self, row: "Row", new_owner: str, actor: "Actor") -> dict[str, Any]:
         return await service.transfer(self.app, row, new_owner, actor)
@@ -96,6 +104,16 @@ class Communities:
         invite, row = await invites.preview(self.app, code)
         return invite, row, invites.preview_json(invite, row)
 
+    async def invite_community(self, code: str) -> "Row | None":
+        """The active community an invite code belongs to, usable or not (None: unknown)."""
+        from store import communities as communities_store
+        from store import invites as invites_store
+        invite = await invites_store.get_invite(self.app.db, code_hash=invites.code_hash(code))
+        if invite is None:
+            return None
+        row = await communities_store.get_community(self.app.db, invite["community_did"])
+        return row if row is not None and row["state"] == "active" else None
+
     async def list_invites(self, row: "Row", actor: "Actor", *, limit: int,
                            before_id: int | None) -> list[dict[str, Any]]:
         async with self._denials_audited(row, actor, "invite.list"):
@@ -112,9 +130,70 @@ class Communities:
         async with self._denials_audited(row, actor, "invite.revoke"):
             return await invites.revoke(self.app, row, code_or_id, actor)
 
+    # roles (roles.py) and what they may grant (capabilities.py); changes audited when refused
+    def capability_catalogue(self) -> dict[str, Any]:
+        return {"capabilities": dict(capabilities.CATALOGUE), "perCollection": sorted(capabilities.PER_COLLECTION),
+                "moderator": sorted(capabilities.MODERATOR), "maxRoles": capabilities.MAX_ROLES,
+                "maxCollections": capabilities.MAX_COLLECTIONS, "maxDescription": capabilities.MAX_DESCRIPTION}
+
+    async def list_roles(self, row: "Row") -> dict[str, Any]:
+        return await roles.list_roles(self.app, row)
+
+    async def role_holders(self, row: "Row") -> dict[str, list[str]]:
+        from store import roles as roles_store
+        return {r["member_did"]: r["roles"].split() for r in await roles_store.holders(self.app.db, row["did"])}
+
+    async def create_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.create"):
+            return await roles.create_role(self.app, row, actor, name, body)
+
+    async def update_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.update"):
+            return await roles.update_role(self.app, row, actor, name, body)
+
+    async def delete_role(self, row: "Row", actor: "Actor", name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.delete"):
+            return await roles.delete_role(self.app, row, actor, name)
+
+    async def assign_role(self, row: "Row", actor: "Actor", member_did: str, name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.assign"):
+            return await roles.assign(self.app, row, actor, member_did, name)
+
+    async def unassign_role(self, row: "Row", actor: "Actor", member_did: str, name: str) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "role.unassign"):
+            return await roles.unassign(self.app, row, actor, member_did, name)
+
+    # bans (bans.py)
+    async def ban(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
+                  expires_at: str | None) -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "membership.ban"):
+            return await bans.ban(self.app, row, member_did, actor, reason=reason, expires_at=expires_at)
+
+    async def unban(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
+        async with self._denials_audited(row, actor, "membership.unban"):
+            return await bans.unban(self.app, row, member_did, actor)
+
+    async def list_bans(self, row: "Row", actor: "Actor", *, limit: int,
+                        before_id: int | None) -> list[dict[str, Any]]:
+        """The bans in force, newest first (`id` for the next page's `before_id`)."""
+        from daemon.security.access import member_status
+        from store import bans as bans_store
+        async with self._denials_audited(row, actor, "membership.listBans"):
+            capabilities.require_capability(await member_status(self.app.db, row["did"], actor.did), "members.ban")
+        rows = await bans_store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit,
+                                          before_id=before_id)
+        return [{**bans.ban_json(r), "id": r["id"]} for r in rows]
+
+    async def ban_of(self, row: "Row", user_did: str) -> dict[str, Any] | None:
+        """The ban in force on `user_did` (its expiry; the reason is the admins'), or None."""
+        from store import members as members_store
+        ban = await members_store.active_ban(self.app.db, row["did"], user_did, self.app.clock.iso_now())
+        return None if ban is None else {"expiresAt": ban["expires_at"], "createdAt": ban["created_at"]}
+
     @contextlib.asynccontextmanager
     async def _denials_audited(self, row: "Row", actor: "Actor", action: str) -> AsyncIterator[None]:
-        """A 403 is written to the audit log, as the API's `@audit_denials` does."""
+        """A 403 is written to the audit log, as the API's `@audit_denials` does (the
+        action named as the API's user method; rate limited in denials.py)."""
         try:
             yield
         except ApiError as exc:

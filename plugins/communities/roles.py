@@ -6,8 +6,9 @@ The definitions and the holders live in the community's repo as one record,
 governance moves with its account. Every change reads like every other command (see
 steps.py): check → intent (kind ``communities.roles``) → put the whole record → one
 transaction (the index: ``community_roles`` and the members' ``roles``/``grants``
-columns, the intent, the audit entry). Only admins manage roles; role changes are audited
-and emit no event (as promote and demote). Changes hold the community's lock, so two never
+columns, the intent, the event ``member.roles_changed``, the audit entry). Only admins
+manage roles; every change is audited and emits ``member.roles_changed`` (docs/webhooks.md:
+a member's roles for an assignment, the holders for a role's definition). Changes hold the community's lock, so two never
 compute the record from the same old state, and a removal never races an assignment.
 """
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import Intent, WriteKind, pds
+from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
 from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
                                        community_repo_for, nsid, require_role)
@@ -126,6 +128,9 @@ async def _write_roles(app: "Application", community: Row, actor: Actor, action:
                  grants_of(new_holders.get(member, []), new_defs))
                 for member in {**holders, **new_holders}])
             await app.writes.finish_tx(tx, intent)
+            await emit_tx(app, tx, "member.roles_changed", community_did=did, app_id=actor.app_id,
+                          actor_did=actor.did,
+                          data=_change_data(action, metadata, target_did, holders, new_holders, actor))
             await audit_tx(app, tx, did, action, actor, target_did, metadata=metadata)
     return new_defs, new_holders
 
@@ -150,6 +155,23 @@ async def put_from_index(app: "Application", repo: Any, did: str) -> str:
     defs, holders = await _state(app.db, did)
     await repo.put_record(nsid(app, "roles"), "self", roles_record(defs, holders, app.clock.iso_now()))
     return f"put {nsid(app, 'roles')}/self"
+
+
+def _change_data(action: str, metadata: dict[str, Any], target: str | None, holders: Holders,
+                 new_holders: Holders, actor: Actor) -> dict[str, Any]:
+    """`member.roles_changed`'s data: what changed (`change`: assigned, unassigned,
+    role_created, role_updated, role_deleted), the role, who changed it; for an
+    assignment the member and the roles they now hold, for a definition the DIDs of the
+    members holding it (before a deletion)."""
+    role = metadata.get("role")
+    change = {"role.assigned": "assigned", "role.unassigned": "unassigned", "role.created": "role_created",
+              "role.updated": "role_updated", "role.deleted": "role_deleted"}[action]
+    data: dict[str, Any] = {"change": change, "role": role, "changedBy": actor.did}
+    if target is not None:
+        data |= {"memberDid": target, "roles": new_holders.get(target, [])}
+    else:
+        data["holders"] = sorted(d for d, r in holders.items() if role in r)
+    return data
 
 
 # ------------------------------------------------------------------ commands

@@ -1,7 +1,9 @@
-"""The admins' pages of a community: settings (join requests, profile), members
-(promote, demote, remove) and handing over the primary admin role. Every form calls the
-same service as the JSON admin routes (plugins/communities/web.py), acting as the
-signed-in admin; the services check that they are one."""
+"""The settings area of a community (docs/web.md, "The settings area"): general
+(profile), pictures, requests, members (promote, demote, remove, roles, ban), the
+primary-admin hand-over, history, trusted apps and the danger zone. Each page opens for
+the capability it needs (plugins/web/sections.py), and every form calls the same service
+as the JSON routes (plugins/communities), acting as the signed-in person; the services
+check again."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from urllib.parse import urlencode
 from daemon.http.base import ApiError
 from daemon.atproto.pds import image_url
 from daemon.runtime.services import DID_PATTERN
+from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
+from plugins.web.sections import ADMIN, PRIMARY
+from plugins.web.shared import IDENT, community_path, community_row, notice_of, signed_in_actor
 
 #: Profile form field -> words for its validation message.
 _PROFILE_WORDS = {
@@ -22,37 +26,69 @@ _PROFILE_WORDS = {
 }
 
 
+async def section_page(handler: PageHandler, row: Any, key: str, *needs: str, doing: str) -> tuple[Any, dict]:
+    """The person's status (403 page unless it holds one of `needs`) and what every
+    settings page's layout needs: the sections they may open, the community's name."""
+    status = await sections.require(handler, row, *needs, doing=doing)
+    path_of = community_path(row)
+    return status, {"sections": sections.settings_sections(status, path_of, key), "path_of": path_of,
+                    "notice": await notice_of(handler, row)}
+
+
+def community_names(row: Any, **more: Any) -> dict[str, Any]:
+    return {"displayName": row["display_name"], "handle": row["handle"], "did": row["did"],
+            "type": row["type"], **more}
+
+
 class SettingsPage(PageHandler):
-    """GET /c/<ident>/settings: the admins' page: profile, and pending requests."""
+    """GET /c/<ident>/settings: General (the profile form), for admins. Anyone else whose
+    roles open a section is sent to the first of them; nobody else gets in (403)."""
 
     login_required = True
 
     async def get(self, ident: str) -> None:
+        from daemon.security.access import member_status
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
-        await show_settings(self, row, FormErrors(values=row_profile(row)))
+        status = await member_status(self.app.db, row["did"], self.principal.did)
+        if not status.is_admin:
+            opened = sections.settings_sections(status, community_path(row))
+            if not opened:
+                raise sections.forbidden((ADMIN,), "open the settings of this community")
+            self.redirect(opened[0]["href"], status=303)
+            return
+        await show_general(self, row, FormErrors(values=row_profile(row)))
 
 
-async def show_settings(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
-    assert handler.principal is not None
-    me = await handler.communities.require_admin(handler, row, handler.principal.did)
-    pending = await handler.communities.pending_list(handler, row)
-    more = None
-    if pending.get("cursor"):
-        more = f"{community_path(row)}/settings?{urlencode({'cursor': pending['cursor']})}#requests"
+async def show_general(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
+    _, layout = await section_page(handler, row, "general", ADMIN, doing="change the profile")
     title = f"Settings: {row['display_name']}"
     handler.render_page("settings.html", title=("Error: " + title) if errors else title, status=status,
-                        community=row_profile(row), path_of=community_path(row), errors=errors,
-                        values=errors.values, requests=pending["pendingMembers"], more=more,
-                        notice=NOTICES.get(handler.get_query_argument("done", "")), is_primary=me.is_primary,
+                        community=row_profile(row), errors=errors, values=errors.values, **layout)
+
+
+async def show_pictures(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
+    _, layout = await section_page(handler, row, "pictures", ADMIN, doing="change the pictures")
+    title = f"Pictures of {row['display_name']}"
+    handler.render_page("pictures.html", title=("Error: " + title) if errors else title, status=status,
+                        community=row_profile(row), errors=errors, values=errors.values,
                         max_upload_mb=round(handler.app.config.plugin("communities").max_upload_bytes / 1_048_576, 1),
-                        image_preview=True)
+                        image_preview=True, **layout)
 
 
 def row_profile(row: Any) -> dict[str, Any]:
     return {"displayName": row["display_name"], "description": row["description"] or "",
             "type": row["type"], "handle": row["handle"], "did": row["did"],
             "avatar": image_url(row, "avatar"), "banner": image_url(row, "banner")}
+
+
+class PicturesPage(PageHandler):
+    """GET /c/<ident>/settings/pictures: the avatar and banner forms (admins)."""
+
+    login_required = True
+
+    async def get(self, ident: str) -> None:
+        row = await community_row(self, ident)
+        await show_pictures(self, row, FormErrors())
 
 
 class ProfileAction(PageHandler):
@@ -64,7 +100,7 @@ class ProfileAction(PageHandler):
     async def submit(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
+        await sections.require(self, row, ADMIN, doing="change the profile")
         values = {k: self.form.get(k, "") for k in ("displayName", "description", "type")}
         errors = FormErrors(values=values)
         if not values["displayName"].strip():
@@ -83,18 +119,40 @@ class ProfileAction(PageHandler):
                 if not errors:
                     errors.general.append(exc.message)
         if errors:
-            await show_settings(self, row, errors, 400)
+            await show_general(self, row, errors, 400)
             return
         self.see_other(f"{community_path(row)}/settings?done=profile")
 
 
+# ------------------------------------------------------------------ requests
+
+
+class RequestsPage(PageHandler):
+    """GET /c/<ident>/settings/requests: people asking to join (members.approve), with
+    Approve, Decline (an optional reason) and, for members.ban, Ban."""
+
+    login_required = True
+
+    async def get(self, ident: str) -> None:
+        row = await community_row(self, ident)
+        status, layout = await section_page(self, row, "requests", "members.approve",
+                                            doing="answer requests to join")
+        pending = await self.communities.pending_list(self, row)
+        more = None
+        if pending.get("cursor"):
+            more = f"{community_path(row)}/settings/requests?{urlencode({'cursor': pending['cursor']})}"
+        self.render_page("requests.html", title=f"Requests to join {row['display_name']}",
+                         community=community_names(row), requests=pending["pendingMembers"], more=more,
+                         may_ban=status.holds("members.ban"), **layout)
+
+
 class DecisionAction(PageHandler):
-    """POST /c/<ident>/requests/<did>/(approve|reject): an admin answers a join request."""
+    """POST /c/<ident>/requests/<did>/(approve|reject): answer a join request."""
 
     login_required = True
 
     def form_page(self) -> str:
-        return self.request.path.split("/requests/", 1)[0] + "/settings"
+        return self.request.path.split("/requests/", 1)[0] + "/settings/requests"
 
     async def submit(self, ident: str, member: str, decision: str) -> None:
         assert self.principal is not None
@@ -113,44 +171,79 @@ class DecisionAction(PageHandler):
             if exc.code not in ("no_pending_request", "already_member"):
                 raise
             done = "gone"
-        self.see_other(f"{community_path(row)}/settings?done={done}#requests")
-
-
+        self.see_other(f"{community_path(row)}/settings/requests?{urlencode({'done': done, 'who': member_did})}")
 
 
 # ------------------------------------------------------------------ members
 
 
+def member_actions(me: Any, my_did: str, member: dict[str, Any], roles: list[str]) -> dict[str, Any]:
+    """What the signed-in person may do to `member`, as the services' rules say it
+    (capabilities.py, membership.py, bans.py); the services check again on the post."""
+    target_admin, target_primary = member["isAdmin"], member["isPrimaryAdmin"]
+    held = [r for r in member["roles"] if r not in ("admin", "member")]
+    myself = member["did"] == my_did
+    return {
+        "promote": me.is_admin and not myself and not target_admin,
+        "demote": me.is_admin and not myself and target_admin and not target_primary,
+        "transfer": me.is_primary and not myself,
+        # admins hold every capability already: roles are for the other members
+        "assign": [r for r in roles if r not in held] if me.is_admin and not target_admin else [],
+        "unassign": held if me.is_admin else [],
+        "remove": me.holds("members.remove") and not myself and not target_primary
+                  and (me.is_admin or not target_admin),
+        "ban": me.holds("members.ban") and not myself and not target_primary
+               and (me.is_primary or not target_admin),
+    }
+
+
 class MembersPage(PageHandler):
-    """GET /c/<ident>/settings/members: members with the admin actions, searchable, paged."""
+    """GET /c/<ident>/settings/members: members with role badges and one actions menu
+    each, searchable, paged (members.remove or members.ban; admins also manage roles)."""
 
     login_required = True
 
     async def get(self, ident: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        me = await self.communities.require_admin(self, row, self.principal.did)
+        me, layout = await section_page(self, row, "members", "members.remove", "members.ban",
+                                        doing="manage the members")
         listed = await self.communities.list_members(self, row, self.principal.did, admin_view=False)
+        roles = [r["name"] for r in (await self.communities.list_roles(row))["roles"]
+                 if r["name"] not in ("admin", "member")]
         search = (self.get_query_argument("search", "") or "").strip()
         more = None
         if listed.get("cursor"):
             params = {"cursor": listed["cursor"], **({"search": search} if search else {})}
             more = f"{community_path(row)}/settings/members?{urlencode(params)}"
+        members = [{**m, "badges": [r for r in m["roles"] if r not in ("admin", "member")],
+                    "actions": member_actions(me, self.principal.did, m, roles)} for m in listed["members"]]
+        for m in members:
+            m["has_actions"] = any(m["actions"].values())
         self.render_page("members.html", title=f"Members of {row['display_name']}",
-                         community={"displayName": row["display_name"]}, path_of=community_path(row),
-                         members=listed["members"], more=more, search=search,
-                         i_am_primary=me.is_primary, total=row["member_count"],
-                         paged=bool(self.get_query_argument("cursor", "")),
-                         notice=NOTICES.get(self.get_query_argument("done", "")))
+                         community=community_names(row), members=members, more=more, search=search,
+                         total=row["member_count"], paged=bool(self.get_query_argument("cursor", "")),
+                         **layout)
 
 
 class MemberAction(PageHandler):
-    """POST /c/<ident>/members/<did>/(promote|demote|remove): then back to the members page."""
+    """POST /c/<ident>/members/<did>/(promote|demote|remove): then back to the members
+    page. GET …/remove is the confirmation page (with the optional reason)."""
 
     login_required = True
 
     def form_page(self) -> str:
         return self.request.path.split("/members/", 1)[0] + "/settings/members"
+
+    async def get(self, ident: str, member: str, action: str) -> None:
+        if action != "remove":
+            raise ApiError(405, "method_not_allowed", "Use the members page.")
+        row = await community_row(self, ident)
+        _, layout = await section_page(self, row, "members", "members.remove", doing="remove members")
+        target = await member_named(self, row, member)
+        self.render_page("confirm_remove.html", title=f"Remove {target['name']}?",
+                         community=community_names(row), target=target, errors=FormErrors(), values={},
+                         **layout)
 
     async def submit(self, ident: str, member: str, action: str) -> None:
         assert self.principal is not None
@@ -162,10 +255,27 @@ class MemberAction(PageHandler):
         elif action == "demote":
             await self.communities.demote(row, member_did, me)
         else:
-            reason = self.form.get("reason", "").strip()[:1000] or None
-            await self.communities.remove(row, member_did, me, reason)
+            reason = self.form.get("reason", "").strip()
+            if len(reason) > 1000:
+                _, layout = await section_page(self, row, "members", "members.remove", doing="remove members")
+                errors = FormErrors(values={"reason": reason})
+                errors.add("reason", "Shorten the reason to 1,000 characters or fewer")
+                self.render_page("confirm_remove.html", title="Error: Remove a member", status=400,
+                                 community=community_names(row), target=await member_named(self, row, member),
+                                 errors=errors, values=errors.values, **layout)
+                return
+            await self.communities.remove(row, member_did, me, reason or None)
         done = {"promote": "promoted", "demote": "demoted", "remove": "removed"}[action]
-        self.see_other(f"{community_path(row)}/settings/members?done={done}")
+        self.see_other(f"{community_path(row)}/settings/members?{urlencode({'done': done, 'who': member_did})}")
+
+
+async def member_named(handler: PageHandler, row: Any, did: str) -> dict[str, Any]:
+    """A member's names for a confirmation ("Remove <name>?"); 404 page if not a member."""
+    from plugins.web.queries import member_profile
+    member = await member_profile(handler.app.db, row["did"], handler.communities.path_did(did))
+    if member is None:
+        raise ApiError(404, "not_member", "That person is not a member of this community.")
+    return member
 
 
 # ------------------------------------------------------------------ transfer
@@ -181,53 +291,82 @@ class TransferPage(PageHandler):
         return self.request.path.rsplit("/", 1)[0] + "/members"
 
     async def get(self, ident: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
-        me = await self.communities.require_admin(self, row, self.principal.did)
-        if not me.is_primary:
-            raise ApiError(403, "not_primary_admin", "Only the primary admin may hand the role over.")
-        target = await self.member_named(row, self.get_query_argument("to", "") or "")
+        _, layout = await section_page(self, row, "danger", PRIMARY, doing="hand over the primary admin role")
+        target = await member_named(self, row, self.get_query_argument("to", "") or "")
         self.render_page("transfer.html", title="Hand over the primary admin role",
-                         community={"displayName": row["display_name"]}, path_of=community_path(row),
-                         target=target)
+                         community=community_names(row), target=target, **layout)
 
     async def submit(self, ident: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
         new_owner = self.communities.path_did(self.form.get("newOwnerDid", ""))
         await self.communities.transfer(row, new_owner, signed_in_actor(self))
         self.see_other(f"{community_path(row)}?done=transferred")
-
-    async def member_named(self, row: Any, did: str) -> dict[str, Any]:
-        from plugins.web.queries import member_profile
-        member = await member_profile(self.app.db, row["did"], self.communities.path_did(did))
-        if member is None:
-            raise ApiError(404, "not_member", "That person is not a member of this community.")
-        return member
 
 
 # ------------------------------------------------------------------ audit log
 
 
 class AuditPage(PageHandler):
-    """GET /c/<ident>/settings/audit: who did what, newest first, older by cursor."""
+    """GET /c/<ident>/settings/audit: the history in sentences, newest first (audit.read),
+    filtered by kind (`kind`), person (`person`: a handle or DID, as actor or target) and
+    days (`from`, `to`, inclusive, UTC); older entries by `cursor`. Refused actions are a
+    kind of their own, for admins only (`kind=denied`)."""
 
     login_required = True
+    PAGE = 30
 
     async def get(self, ident: str) -> None:
-        assert self.principal is not None
-        from plugins.web.queries import audit_entries
+        import datetime as dt
+
+        from daemon.http.base import decode_cursor, encode_cursor
+        from plugins.web.queries import AUDIT_KINDS, audit_entries, audit_page, did_of_person
 
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
-        log = await self.communities.audit_log(self, row)
+        me, layout = await section_page(self, row, "audit", "audit.read", doing="read the history")
+        arg = lambda name: (self.get_query_argument(name, "") or "").strip()[:253]  # noqa: E731
+        values = {"kind": arg("kind"), "person": arg("person"), "from": arg("from"), "to": arg("to")}
+        errors = FormErrors(values=values)
+        kinds = [(k, label) for k, (label, _) in AUDIT_KINDS.items()]
+        if me.is_admin:
+            kinds.append(("denied", "Refused actions"))
+        if values["kind"] and values["kind"] not in dict(kinds):
+            if values["kind"] == "denied":
+                raise sections.forbidden((ADMIN,), "see the refused actions")
+            errors.add("kind", "Choose a kind from the list")
+        person = None
+        if values["person"]:
+            person = await did_of_person(self.app.db, values["person"])
+            if person is None:
+                errors.add("person", "No one with that handle has been seen here: enter a handle or DID")
+        bounds: dict[str, str | None] = {"from": None, "to": None}
+        for key in ("from", "to"):
+            if values[key]:
+                try:
+                    day = dt.date.fromisoformat(values[key]) + dt.timedelta(days=1 if key == "to" else 0)
+                    bounds[key] = day.isoformat() + "T00:00:00.000Z"
+                except ValueError:
+                    errors.add(key, "Enter a date such as 2026-11-23")
+        if bounds["from"] and bounds["to"] and bounds["from"] >= bounds["to"]:
+            errors.add("to", "The last day must not be before the first")
+        cursor = self.get_query_argument("cursor", "") or ""
+        before = decode_cursor(cursor, 1, "i")[0] if cursor else None
+        rows: list[Any] = []
+        if not errors:
+            kind = values["kind"]
+            rows = await audit_page(self.app.db, row["did"], actions=AUDIT_KINDS[kind][1] if kind in AUDIT_KINDS else None,
+                                    denied=kind == "denied", person=person, since=bounds["from"],
+                                    until=bounds["to"], before_id=before, limit=self.PAGE + 1)
         more = None
-        if log.get("cursor"):
-            more = f"{community_path(row)}/settings/audit?{urlencode({'cursor': log['cursor']})}"
-        self.render_page("audit.html", title=f"History of {row['display_name']}",
-                         community={"displayName": row["display_name"]}, path_of=community_path(row),
-                         entries=await audit_entries(self.app.db, log["entries"]), more=more,
-                         paged=bool(self.get_query_argument("cursor", "")))
+        if len(rows) > self.PAGE:
+            params = {k: v for k, v in values.items() if v} | {"cursor": encode_cursor([rows[self.PAGE - 1]["id"]])}
+            more = f"{community_path(row)}/settings/audit?{urlencode(params)}"
+        title = f"History of {row['display_name']}"
+        self.render_page("audit.html", title=("Error: " + title) if errors else title,
+                         status=400 if errors else 200, community=community_names(row), errors=errors,
+                         values=values, kinds=kinds,
+                         entries=await audit_entries(self.app.db, [self.communities.audit_entry_json(r) for r in rows[:self.PAGE]]),
+                         more=more, paged=bool(cursor), filtered=any(values.values()), **layout)
 
 
 # ------------------------------------------------------------------ trusted apps
@@ -238,7 +377,7 @@ APP_ID = r"(app_[0-9a-f]{16})"
 
 class AppsPage(PageHandler):
     """GET /c/<ident>/settings/apps: the trusted apps, revoke buttons, and a form to grant
-    an app (by its id) visibility, or management with `manage`; POST grants."""
+    an app (by its id) visibility, or management with `manage`; POST grants (admins)."""
 
     login_required = True
 
@@ -246,28 +385,25 @@ class AppsPage(PageHandler):
         return self.request.path
 
     async def get(self, ident: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
         await self.show(row, FormErrors())
 
     async def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
         from plugins.web.queries import trusted_apps
+        _, layout = await section_page(self, row, "apps", ADMIN, doing="manage the trusted apps")
         title = f"Apps of {row['display_name']}"
         self.render_page("apps.html", title=("Error: " + title) if errors else title, status=status,
-                         community={"displayName": row["display_name"], "private": row["type"] == "private"},
-                         path_of=community_path(row), apps=await trusted_apps(self.app.db, row),
-                         errors=errors, values=errors.values,
-                         notice=NOTICES.get(self.get_query_argument("done", "")))
+                         community=community_names(row, private=row["type"] == "private"),
+                         apps=await trusted_apps(self.app.db, row),
+                         errors=errors, values=errors.values, **layout)
 
     async def submit(self, ident: str) -> None:
-        assert self.principal is not None
         import re
 
         from store import apps as apps_store
 
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
+        await sections.require(self, row, ADMIN, doing="manage the trusted apps")
         app_id = self.form.get("appId", "").strip()
         manage = self.form.get("manage") == "yes"
         errors = FormErrors(values={"appId": app_id, "manage": "yes" if manage else ""})
@@ -281,7 +417,7 @@ class AppsPage(PageHandler):
             await self.show(row, errors, 400)
             return
         await self.communities.allow_app(row, app_id, signed_in_actor(self), True, manage=manage)
-        self.see_other(f"{community_path(row)}/settings/apps?done=app_allowed")
+        self.see_other(f"{community_path(row)}/settings/apps?{urlencode({'done': 'app_allowed', 'app': app_id})}")
 
 
 class AppRevokeAction(PageHandler):
@@ -293,13 +429,26 @@ class AppRevokeAction(PageHandler):
         return self.request.path.split("/apps/", 1)[0] + "/settings/apps"
 
     async def submit(self, ident: str, app_id: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
         await self.communities.allow_app(row, app_id, signed_in_actor(self), False)
-        self.see_other(f"{community_path(row)}/settings/apps?done=app_revoked")
+        self.see_other(f"{community_path(row)}/settings/apps?{urlencode({'done': 'app_revoked', 'app': app_id})}")
 
 
-# ------------------------------------------------------------------ delete
+# ------------------------------------------------------------------ danger zone and delete
+
+
+class DangerPage(PageHandler):
+    """GET /c/<ident>/settings/danger: what cannot be undone, each behind its own
+    confirmation page: handing over the primary admin role, deleting (admins read it;
+    the primary admin may act)."""
+
+    login_required = True
+
+    async def get(self, ident: str) -> None:
+        row = await community_row(self, ident)
+        me, layout = await section_page(self, row, "danger", ADMIN, doing="open the danger zone")
+        self.render_page("danger.html", title=f"Danger zone of {row['display_name']}",
+                         community=community_names(row), is_primary=me.is_primary, **layout)
 
 
 class DeletePage(PageHandler):
@@ -312,29 +461,24 @@ class DeletePage(PageHandler):
         return self.request.path
 
     async def get(self, ident: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
-        me = await self.communities.require_admin(self, row, self.principal.did)
-        if not me.is_primary:
-            raise ApiError(403, "not_primary_admin", "Only the primary admin may delete the community.")
-        self.show(row, FormErrors())
+        await self.show(row, FormErrors())
 
-    def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
+    async def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
+        _, layout = await section_page(self, row, "danger", PRIMARY, doing="delete the community")
         title = f"Delete {row['display_name']}"
         self.render_page("delete.html", title=("Error: " + title) if errors else title, status=status,
-                         community={"displayName": row["display_name"], "handle": row["handle"],
-                                    "brought": row["account_kind"] == "brought"},
-                         path_of=community_path(row), errors=errors, values=errors.values,
-                         deletes_records=self.app.config.plugin("communities").delete_pds_records)
+                         community=community_names(row, brought=row["account_kind"] == "brought"),
+                         errors=errors, values=errors.values,
+                         deletes_records=self.app.config.plugin("communities").delete_pds_records, **layout)
 
     async def submit(self, ident: str) -> None:
-        assert self.principal is not None
         row = await community_row(self, ident)
         typed = self.form.get("confirmHandle", "").strip().lstrip("@").lower()
         if typed != row["handle"]:
             errors = FormErrors(values={"confirmHandle": self.form.get("confirmHandle", "")})
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
-            self.show(row, errors, 400)
+            await self.show(row, errors, 400)
             return
         await self.communities.delete(row, signed_in_actor(self))
         self.see_other("/?done=deleted")
@@ -345,11 +489,14 @@ def routes() -> list[tuple]:
     return [
         (base + r"/settings", SettingsPage),
         (base + r"/settings/profile", ProfileAction),
+        (base + r"/settings/pictures", PicturesPage),
+        (base + r"/settings/requests", RequestsPage),
         (base + r"/settings/members", MembersPage),
         (base + r"/settings/transfer", TransferPage),
         (base + r"/settings/audit", AuditPage),
         (base + r"/settings/apps", AppsPage),
         (base + r"/apps/" + APP_ID + r"/revoke", AppRevokeAction),
+        (base + r"/settings/danger", DangerPage),
         (base + r"/settings/delete", DeletePage),
         (base + r"/requests/" + DID_PATTERN + r"/(approve|reject)", DecisionAction),
         (base + r"/members/" + DID_PATTERN + r"/(promote|demote|remove)", MemberAction),

@@ -19,6 +19,7 @@ from daemon.http.validate import strip_spoofing
 from daemon.runtime.services import AppsService, CommunitiesService, WebhooksService
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
+from plugins.web.dates import moment, when
 
 #: A person's words for each community type: short (badges) and long (forms, pages).
 TYPE_NAMES = {"open": "Open", "admin-approved": "Admin-approved", "private": "Private"}
@@ -117,6 +118,7 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         # every {{ }} of a page: names from the network (profiles) lose their direction
         # overrides and zero-width spaces (daemon.http.validate.SPOOFING_CHARS)
         "xhtml_escape": shown_escape,
+        "when": when, "moment": moment,
     }
     namespace.update(values)
     handler.finish(assets.templates.load(template).generate(**namespace))
@@ -304,11 +306,18 @@ class PageHandler(BaseHandler):
             kind, heading = "not_found", "Page not found"
         elif status == 502 or code == "pds_error":
             kind, heading = "pds", "A server we depend on did not answer"
+        elif status == 403 and code in ("capability_missing", "not_admin", "not_primary_admin"):
+            kind, heading = "forbidden", "You do not have permission for this"
         elif status == 429:
             kind, heading = "rate_limited", "Too many requests"
         elif status >= 500:
             kind, heading = "internal", "Something went wrong"
         else:
             kind, heading = "bad_request", "That did not work"
+        needs = [d["capability"] for d in (exc.details or []) if isinstance(d, dict) and "capability" in d] \
+            if isinstance(exc, ApiError) else []
+        back = safe_next(self.request.path) or "/"
+        if kind == "forbidden":  # the page itself is refused: back to the community
+            back = "/".join(back.split("/")[:3]) if back.startswith("/c/") else "/"
         self.render_page("error.html", title=heading, status=status, kind=kind, heading=heading,
-                         message=message, back=safe_next(self.request.path) or "/")
+                         message=message, back=back, needs=needs)

@@ -11,12 +11,12 @@ kept anywhere it could be shown again."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
 from daemon.http.base import ApiError, decode_cursor, encode_cursor
 from plugins.web import queries
+from plugins.web.dates import when  # noqa: F401 (pages pass it to templates)
 from plugins.web.base import FormErrors, PageHandler
 
 APP_ID = r"(app_[0-9a-f]{16})"
@@ -42,6 +42,7 @@ EVENT_WORDS = {
     "member.removed": "A member was removed",
     "member.banned": "Someone was banned",
     "member.unbanned": "A ban was lifted",
+    "member.roles_changed": "A role was given, taken or changed",
     "record.created": "A community record was created",
     "record.updated": "A community record was changed",
     "record.deleted": "A community record was deleted",
@@ -67,17 +68,6 @@ def field_errors(exc: ApiError, words: dict[str, str], errors: FormErrors) -> No
             errors.add(name, words[name])
     if not errors:
         errors.general.append(exc.message)
-
-
-def when(stamp: str | None) -> str:
-    """An ISO timestamp as a person reads it: "23 Nov 2026, 20:40:51 UTC"."""
-    if not stamp:
-        return ""
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone.utc)
-    except ValueError:
-        return stamp
-    return moment.strftime("%-d %b %Y, %H:%M:%S UTC")
 
 
 def limit_words(rate: dict[str, Any]) -> str:
@@ -441,6 +431,24 @@ class DeleteWebhookPage(WebhooksOnly):
         self.see_other(f"/apps/{app_id}?done=webhook_deleted#webhooks")
 
 
+class DeliveryPage(WebhooksOnly):
+    """GET /apps/<id>/webhooks/<wh>/deliveries/<n>: one delivery: the JSON body that was
+    sent (signed; the same bytes on every attempt) and the receiver's answer to the last
+    attempt (status, the first 2 KB of its body)."""
+
+    async def get(self, app_id: str, webhook_id: str, delivery_id: str) -> None:
+        import json
+
+        app = await self.my_app(app_id)
+        hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
+        detail = await self.webhooks.delivery_detail(app_id, webhook_id, int(delivery_id))
+        payload = None
+        if detail["payload"] is not None:
+            payload = json.dumps(json.loads(detail["payload"]), indent=2, ensure_ascii=False)
+        self.show("dev_delivery.html", f"Delivery {detail['deliveryId']}", app=app, hook=hook, d=detail,
+                  payload=payload)
+
+
 class RedeliverAction(WebhooksOnly):
     """POST /apps/<id>/webhooks/<wh>/deliveries/<n>/redeliver: send that event again."""
 
@@ -466,5 +474,6 @@ def routes() -> list[tuple]:
         (hook, WebhookPage),
         (hook + r"/rotate", RotateSecretPage),
         (hook + r"/delete", DeleteWebhookPage),
+        (hook + r"/deliveries/(\d{1,18})", DeliveryPage),
         (hook + r"/deliveries/(\d{1,18})/redeliver", RedeliverAction),
     ]

@@ -13,7 +13,7 @@ from daemon.runtime.clock import iso
 from daemon.http.base import ApiError
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.developer import when
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
 
 #: An invite code in a path (as the API's: at most 64 URL-safe characters).
 CODE = r"([A-Za-z0-9_-]{1,64})"
@@ -51,20 +51,53 @@ class InvitePage(PageHandler):
     def form_page(self) -> str:
         return self.request.path
 
+    async def member_of_spent_invite(self, code: str, exc: ApiError) -> Any:
+        """The community of an invite that no longer works, when the signed-in person is
+        already its member (they used it, or joined otherwise): they are told that, not
+        that the invite is used up. None otherwise."""
+        if exc.status != 410 or self.principal is None:
+            return None
+        row = await self.communities.invite_community(code)
+        if row is None or not (await member_status(self.app.db, row["did"], self.principal.did)).is_member:
+            return None
+        return row
+
     async def get(self, code: str) -> None:
-        invite, row, preview = await self.communities.invite_preview(code)
+        try:
+            invite, row, preview = await self.communities.invite_preview(code)
+        except ApiError as exc:
+            row = await self.member_of_spent_invite(code, exc)
+            if row is None:
+                raise
+            self.put_header("Cache-Control", "no-store")
+            self.render_page("invite.html", title=f"Invitation to {row['display_name']}",
+                             community={"displayName": row["display_name"], "handle": row["handle"],
+                                        "type": row["type"], "memberCount": row["member_count"],
+                                        "avatar": self.communities.image_url(row, "avatar"),
+                                        "description": row["description"]},
+                             invite=None, path_of=community_path(row), when=when, is_member=True,
+                             is_pending=False, banned=None)
+            return
         status = await member_status(self.app.db, row["did"], self.principal.did) if self.principal else None
+        banned = await self.communities.ban_of(row, self.principal.did) if self.principal else None
         self.put_header("Cache-Control", "no-store")  # the code is in the URL: keep it out of caches
         self.render_page("invite.html", title=f"Invitation to {row['display_name']}",
                          sign_in_form=self.principal is None, next=self.request.path,
                          community=preview["community"], invite=preview["invite"],
                          path_of=community_path(row), when=when,
                          is_member=bool(status and status.is_member),
-                         is_pending=bool(status and status.is_pending))
+                         is_pending=bool(status and status.is_pending), banned=banned)
 
     async def submit(self, code: str) -> None:
         assert self.principal is not None
-        invite, row, _ = await self.communities.invite_preview(code)
+        try:
+            invite, row, _ = await self.communities.invite_preview(code)
+        except ApiError as exc:
+            spent = await self.member_of_spent_invite(code, exc)
+            if spent is None:
+                raise
+            self.see_other(community_path(spent))  # already a member: nothing to count
+            return
         try:
             status, _ = await self.communities.browser_join(row, self.principal, invite=invite)
         except ApiError as exc:
@@ -130,17 +163,17 @@ class InvitesPage(PageHandler):
         more = None
         if len(listed) > PAGE_SIZE:
             more = f"{community_path(row)}/settings/invites?before={listed[PAGE_SIZE - 1]['id']}#invites"
-        me = await member_status(self.app.db, row["did"], self.principal.did)
+        from plugins.web.admin import section_page
+        me, layout = await section_page(self, row, "invites", "invites.manage", doing="manage invite links")
         title = f"Invites of {row['display_name']}"
         if created is not None:
             title = "New invite link"
             self.put_header("Cache-Control", "no-store")
         self.render_page("invites.html", title=("Error: " + title) if errors else title, status=status,
                          community={"displayName": row["display_name"], "type": row["type"]},
-                         path_of=community_path(row), is_admin=me.is_admin, errors=errors,
+                         is_admin=me.is_admin, errors=errors,
                          values=errors.values, invites=[invite_row(i, now) for i in listed[:PAGE_SIZE]],
-                         more=more, created=created, when=when, max_days=MAX_DAYS,
-                         notice=NOTICES.get(self.get_query_argument("done", "")))
+                         more=more, created=created, max_days=MAX_DAYS, **layout)
 
     async def submit(self, ident: str) -> None:
         row = await community_row(self, ident)

@@ -12,7 +12,8 @@ from daemon.http.base import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
-from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
+from plugins.web.sections import settings_sections
+from plugins.web.shared import IDENT, plain_notice, community_path, community_row, signed_in_actor
 from store import communities as communities_store
 
 # ------------------------------------------------------------------ home
@@ -25,14 +26,15 @@ class HomePage(PageHandler):
         if self.principal is None:
             self.render_page("home_signed_out.html", title="Commonroom", sign_in_form=True,
                              next=safe_next(self.get_query_argument("next", None)),
-                             ended=self.session_ended)
+                             ended=self.session_ended,
+                             notice=plain_notice(self.get_query_argument("done", "")))
             return
         limit, cursor = self.page_params(1, "i")
         mine, more = await queries.my_communities(self.app.db, self.principal.did, limit=limit,
                                                   after_id=int(cursor[0]) if cursor else None)
         pending = await queries.my_requests(self.app.db, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
-                         notice=NOTICES.get(self.get_query_argument("done", "")),
+                         notice=plain_notice(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
 
 
@@ -85,20 +87,25 @@ class CommunityPage(PageHandler):
                 params["search"] = search
             more = f"{community_path(row)}?{urlencode(params)}#members"
         done = self.get_query_argument("done", "")
-        # a moderator (not an admin, so no settings link) who may make invite links
+        # the settings link, for anyone whose capabilities open a section of them
         mine = await member_status(self.app.db, row["did"], viewer) if viewer else None
-        invites_link = bool(mine and not mine.is_admin and mine.holds("invites.manage"))
+        settings_link = bool(mine and settings_sections(mine, community_path(row)))
+        ban = await self.communities.ban_of(row, viewer) if viewer and not status.get("isMember") else None
         self.render_page(
-            "community.html", title=community["displayName"], community=community, invites_link=invites_link,
-            path_of=community_path(row), action=self.action(row, status), membership=status,
+            "community.html", title=community["displayName"], community=community, settings_link=settings_link,
+            ban=ban,
+            path_of=community_path(row), action=self.action(row, {**status, 'isBanned': ban is not None}),
+            membership=status,
             members=members["members"] if members else None, more=more, search=search,
-            notice=NOTICES.get(done), paged=bool(self.get_query_argument("cursor", "")))
+            notice=plain_notice(done), paged=bool(self.get_query_argument("cursor", "")))
 
     def action(self, row: Any, status: dict[str, Any]) -> str | None:
         """The one right action for the viewer: join, request, withdraw, leave, or
         primary (must transfer first); None when signed out."""
         if self.principal is None:
             return None
+        if status.get("isBanned"):
+            return "banned"
         if status.get("isPrimaryAdmin"):
             return "primary"
         if status.get("isMember"):
@@ -248,11 +255,11 @@ class SignOutAction(PageHandler):
         await self.app.oauth.sign_out(self.principal.session_id)
         await end_session(self.app, self.principal.session_id)
         clear_session_cookies(self)
-        self.see_other("/")
+        self.see_other("/?done=signed_out")
 
 
 def routes() -> list[tuple]:
-    from plugins.web import admin, developer, invites, pictures
+    from plugins.web import admin, developer, invites, moderation, pictures
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
@@ -262,4 +269,4 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes() + invites.routes() + pictures.routes() + developer.routes()
+    ] + admin.routes() + moderation.routes() + invites.routes() + pictures.routes() + developer.routes()

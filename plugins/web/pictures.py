@@ -11,8 +11,10 @@ from typing import Any
 import tornado.httputil
 
 from daemon.http.base import ApiError
-from plugins.web.admin import row_profile, show_settings
+from plugins.web.admin import row_profile, show_pictures
+from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
+from plugins.web.sections import ADMIN
 from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
 
 #: Refusals of an image, in words, by error code.
@@ -35,7 +37,7 @@ class PictureAction(PageHandler):
         return self.app.config.plugin("communities").max_upload_bytes + 16 * 1024
 
     def form_page(self) -> str:
-        return self.request.path.rsplit("/", 1)[0]
+        return self.request.path.rsplit("/", 1)[0] + "/pictures"
 
     def _parse_form(self) -> dict[str, list[str]]:
         """A multipart form (the file input), or a plain one (the "use my banner" button)."""
@@ -53,7 +55,7 @@ class PictureAction(PageHandler):
     async def submit(self, ident: str, kind: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
-        await self.communities.require_admin(self, row, self.principal.did)
+        await sections.require(self, row, ADMIN, doing="change the pictures")
         me = signed_in_actor(self)
         errors = FormErrors(values=row_profile(row))
         try:
@@ -63,7 +65,7 @@ class PictureAction(PageHandler):
                 found = [f for f in getattr(self, "files", {}).get("image", []) if f["body"]]
                 if not found:
                     errors.add(kind, f"Choose an image file for the {kind}")
-                    await show_settings(self, row, errors, 400)
+                    await show_pictures(self, row, errors, 400)
                     return
                 data = found[0]["body"]
             await self.communities.set_image(row, me, kind, data)
@@ -71,9 +73,9 @@ class PictureAction(PageHandler):
             if exc.code not in _IMAGE_WORDS:
                 raise
             errors.add(kind, _IMAGE_WORDS[exc.code] or exc.message.rstrip("."))
-            await show_settings(self, row, errors, exc.status)
+            await show_pictures(self, row, errors, exc.status)
             return
-        self.see_other(f"{community_path(row)}/settings?done={kind}#pictures")
+        self.see_other(f"{community_path(row)}/settings/pictures?done={kind}")
 
 
 def routes() -> list[tuple]:

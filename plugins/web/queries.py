@@ -69,12 +69,14 @@ async def member_profile(db: Database, community_did: str, member_did: str) -> d
     return {"did": member_did, "handle": handle, "name": name}
 
 
-#: Audit actions in words: "<actor> <words> <target>".
+#: Audit actions in words: "<actor> <words> <target>" (the sentences with more names are
+#: built in `_sentence`).
 AUDIT_WORDS = {
     "community.created": "created the community",
     "community.profile_updated": "edited the profile",
     "community.app_allowed": "allowed an app",
     "community.app_disallowed": "revoked an app",
+    "community.settings_changed": "changed the community's settings",
     "community.deleted": "deleted the community",
     "member.requested": "asked to join",
     "member.request_withdrawn": "withdrew their request",
@@ -90,17 +92,86 @@ AUDIT_WORDS = {
     "admin.promoted": "made an admin:",
     "admin.demoted": "removed the admin role from",
     "admin.transferred": "handed the primary admin role to",
+    "role.created": "created the role",
+    "role.updated": "changed the role",
+    "role.deleted": "deleted the role",
+    "role.assigned": "gave a role to",
+    "role.unassigned": "took a role from",
+    "reconciled": "finished an interrupted change",
+}
+
+#: The history's filters by kind: a name -> (label, the actions it covers).
+AUDIT_KINDS = {
+    "members": ("Joins, leaves and removals", ("member.joined", "member.left", "member.removed")),
+    "requests": ("Requests to join", ("member.requested", "member.request_withdrawn", "member.approved",
+                                      "member.rejected")),
+    "bans": ("Bans", ("member.banned", "member.unbanned")),
+    "roles": ("Admins and roles", ("admin.promoted", "admin.demoted", "admin.transferred", "role.created",
+                                   "role.updated", "role.deleted", "role.assigned", "role.unassigned")),
+    "invites": ("Invite links", ("invite.created", "invite.revoked")),
+    "community": ("The community and its apps", ("community.created", "community.profile_updated",
+                                                 "community.app_allowed", "community.app_disallowed",
+                                                 "community.settings_changed", "community.deleted")),
 }
 
 #: Actions whose target is the actor themselves (the sentence names them once).
 _SELF_ACTIONS = {"member.requested", "member.request_withdrawn", "member.joined", "member.left",
                  "community.created"}
 
+#: Profile fields in words ("changed the avatar").
+_FIELD_WORDS = {"display_name": "the name", "description": "the description", "type": "who can join",
+                "avatar": "the avatar", "banner": "the banner"}
+
+
+async def audit_page(db: Database, community_did: str, *, actions: tuple[str, ...] | None, denied: bool,
+                     person: str | None, since: str | None, until: str | None, before_id: int | None,
+                     limit: int) -> list[Row]:
+    """A page of the history, newest first (keyset on `id`): of some `actions`, refusals
+    only (`denied`) or none of them, by or about `person`, from `since` up to `until`."""
+    where = ["community_did = ?"]
+    params: list[Any] = [community_did]
+    where.append("json_extract(metadata, '$.outcome') IS " + ("'denied'" if denied else "NULL"))
+    if actions:
+        where.append(f"action IN ({', '.join('?' * len(actions))})")
+        params.extend(actions)
+    if person:
+        where.append("(actor_did = ? OR target_did = ?)")
+        params.extend([person, person])
+    if since:
+        where.append("created_at >= ?")
+        params.append(since)
+    if until:
+        where.append("created_at < ?")
+        params.append(until)
+    if before_id is not None:
+        where.append("id < ?")
+        params.append(before_id)
+    params.append(limit)
+    return await db.fetchall(
+        f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", params)
+
+
+async def did_of_person(db: Database, text: str) -> str | None:
+    """A person named in a filter: a DID as it is, a handle through the profile cache."""
+    text = text.strip().lstrip("@")
+    if is_did(text):
+        return text
+    return await db.fetchval("SELECT did FROM user_profiles WHERE handle = ? LIMIT 1", (text.lower(),))
+
 
 async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Audit entries (`views.audit_json` shapes) as sentences' parts, people by handle
-    where the profile cache knows them."""
+    """Audit entries (`views.audit_json` shapes) as sentences: people by handle where the
+    profile cache knows them, apps by name, roles, pictures and ban ends named."""
+    from plugins.web.dates import when
+    from store import apps as apps_store
+
     known = await members_store.profiles(db, [d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
+    app_ids = {e["appId"] for e in entries if e["appId"]} | {
+        e["metadata"].get("appId") for e in entries if isinstance(e["metadata"].get("appId"), str)}
+    apps = {}
+    for app_id in app_ids:
+        row = await apps_store.get_app(db, app_id)
+        apps[app_id] = row["name"] if row is not None else app_id
 
     def name(did: str | None) -> str | None:
         if did is None:
@@ -110,14 +181,33 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
 
     out = []
     for e in entries:
-        action = e["action"]
+        action, meta = e["action"], e["metadata"]
         target = None if action in _SELF_ACTIONS and e["targetDid"] == e["actorDid"] else name(e["targetDid"])
-        words = AUDIT_WORDS.get(action, action)
+        words, after = AUDIT_WORDS.get(action, action), None
+        role = meta.get("role") if isinstance(meta.get("role"), str) else None
+        if action == "role.assigned" and role:
+            words, after = "gave", f"the role {role}"
+        elif action == "role.unassigned" and role:
+            words, after = f"took the role {role} from", None
+        elif action in ("role.created", "role.updated", "role.deleted") and role:
+            words = f"{AUDIT_WORDS[action]} {role}"
+        elif action == "community.profile_updated" and isinstance(meta.get("fields"), list):
+            fields = [_FIELD_WORDS.get(f, f) for f in meta["fields"]]
+            if fields:
+                words = "changed " + (", ".join(fields[:-1]) + " and " + fields[-1] if len(fields) > 1 else fields[0])
+        elif action in ("community.app_allowed", "community.app_disallowed") and meta.get("appId"):
+            app_name = apps.get(meta["appId"], meta["appId"])
+            words = (f"let the app {app_name} act for the admins" if meta.get("manage") else
+                     f"allowed the app {app_name}") if action == "community.app_allowed" \
+                else f"revoked the app {app_name}"
+        elif action == "member.banned":
+            after = f"until {when(meta['expiresAt'])}" if meta.get("expiresAt") else "with no end date"
         if e.get("outcome") == "denied":  # a refused admin action (denials.py): say so
-            words = f"was refused ({e['metadata'].get('code')}) to {action}"
+            words = f"was refused ({meta.get('code')}) to {action}"
+            after = None
         out.append({"when": e["createdAt"], "actor": name(e["actorDid"]) or "An app",
-                    "words": words, "target": target,
-                    "reason": e["reason"], "app": e["appId"]})
+                    "words": words, "target": target, "after": after,
+                    "reason": e["reason"], "app": apps.get(e["appId"]) if e["appId"] else None})
     return out
 
 

@@ -114,12 +114,18 @@ async def _hides_people(tx: Transaction, event: Event, app_id: str) -> bool | No
 # ------------------------------------------------------------------ one attempt
 
 
+#: How much of a receiver's answer is kept for the delivery page.
+ANSWER_BYTES = 2048
+
+
 @dataclass
 class Outcome:
     status_code: int | None
     error: str | None
     retry: bool
     retry_after: float | None = None
+    #: The first `ANSWER_BYTES` of the receiver's answer, as text (None: no answer)
+    body: str | None = None
 
     @property
     def delivered(self) -> bool:
@@ -127,6 +133,12 @@ class Outcome:
 
 
 def classify(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> Outcome:
+    outcome = _classify(status, body, headers)
+    outcome.body = body[:ANSWER_BYTES].decode("utf-8", "replace")
+    return outcome
+
+
+def _classify(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> Outcome:
     if 200 <= status < 300:
         return Outcome(status, None, False)
     snippet = body[:200].decode("utf-8", "replace").strip()
@@ -398,7 +410,7 @@ class Dispatcher:
             await lane()
         else:
             await asyncio.gather(*(lane() for _ in range(lanes)))
-        delivered = [(row["id"], o.status_code or 0, row["first_attempt_at"] or at, at)
+        delivered = [(row["id"], o.status_code or 0, row["first_attempt_at"] or at, at, o.body)
                      for row, at, o in results if o.delivered]
         if delivered:
             async with self.app.db.transaction("webhooks.delivered") as tx:
@@ -455,7 +467,7 @@ class Dispatcher:
             async with self.app.db.transaction("webhooks.retry") as tx:
                 await store.mark_retry_tx(tx, row["id"], status_code=outcome.status_code,
                                           error=outcome.error or "", attempted_at=attempted_at,
-                                          next_attempt_at=next_at)
+                                          next_attempt_at=next_at, response_body=outcome.body)
             metrics.record(self.app, "retry")
             log.info("webhook %s: delivery %s attempt %d failed (%s); next in %.0f s",
                      hook.id, row["id"], attempt, outcome.error, next_at - now)
@@ -471,7 +483,8 @@ class Dispatcher:
                       "then set active to true to resume the queued deliveries.")
         async with self.app.db.transaction("webhooks.failed") as tx:
             streak = await store.mark_failed_tx(tx, hook.id, row["id"], status_code=outcome.status_code,
-                                                error=error, attempted_at=attempted_at)
+                                                error=error, attempted_at=attempted_at,
+                                                response_body=outcome.body)
             limit = self.config.disable_after_failed_deliveries
             if reason is None and limit > 0 and streak >= limit:
                 reason = (f"Disabled after {streak} deliveries in a row were refused; last error: "

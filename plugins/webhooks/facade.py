@@ -65,6 +65,9 @@ class Webhooks:
     async def rotate_secret(self, app_id: str, webhook_id: str) -> tuple["Row", str, str | None]:
         return await service.rotate_secret(self.app, app_id, webhook_id)
 
+    async def delivery_detail(self, app_id: str, webhook_id: str, delivery_id: int) -> dict[str, Any]:
+        return await service.delivery_detail(self.app, app_id, webhook_id, delivery_id)
+
     async def redeliver(self, app_id: str, webhook_id: str, delivery_id: int) -> "Row":
         return await service.redeliver(self.app, app_id, webhook_id, delivery_id)
 

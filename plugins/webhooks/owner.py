@@ -18,6 +18,8 @@ class OwnerMixin:
     (anyone else's is unknown: 404, as on /api/v1/apps/:appId)."""
 
     auth = "session"
+    #: The OpenAPI name of the path's first group, which the methods do not receive.
+    path_prefix_names = ("appId",)
     _owner_app_id: str
 
     @property

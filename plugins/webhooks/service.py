@@ -234,6 +234,20 @@ async def rotate_secret(app: "Application", app_id: str, webhook_id: str) -> tup
     return row, secret, iso(app.clock.time() + overlap) if overlap > 0 else None
 
 
+async def delivery_detail(app: "Application", app_id: str, webhook_id: str, delivery_id: int) -> dict[str, Any]:
+    """One delivery of the app's webhook as `delivery_json`, plus what was sent
+    (`payload`: the exact JSON body, or None once the event is no longer kept) and what the
+    receiver answered to the last attempt (`responseBody`: its first 2 KB)."""
+    from plugins.webhooks.delivery import payload_body
+    await owned(app, app_id, webhook_id)
+    row = await store.get_delivery(app.db, webhook_id, delivery_id)
+    if row is None:
+        raise ApiError(404, "delivery_not_found", "No delivery with this id for this webhook.")
+    full = await store.delivery_with_event(app.db, webhook_id, delivery_id)
+    payload = payload_body(full).decode() if full is not None else None
+    return {**delivery_json(row), "payload": payload, "responseBody": row["response_body"]}
+
+
 async def redeliver(app: "Application", app_id: str, webhook_id: str, delivery_id: int) -> Row:
     """Queue the event of a delivery again (a new delivery); returns the new one."""
     async with app.db.transaction("webhooks.redeliver") as tx:

@@ -75,8 +75,32 @@
     }
   });
 
+  // Moments are written in UTC ("23 Nov 2026, 20:40 UTC"); shown in the browser's own time
+  // zone, in the same format, when it can tell which that is.
+  function localTimes() {
+    var format;
+    try {
+      format = new Intl.DateTimeFormat("en-GB", {day: "numeric", month: "short", year: "numeric",
+        hour: "2-digit", minute: "2-digit", hourCycle: "h23", timeZoneName: "short"});
+    } catch (e) {
+      return;
+    }
+    document.querySelectorAll("time[data-local]").forEach(function (el) {
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date.getTime())) {
+        return;
+      }
+      var parts = {};
+      format.formatToParts(date).forEach(function (p) { parts[p.type] = p.value; });
+      el.textContent = parts.day + " " + parts.month + " " + parts.year + ", " + parts.hour + ":" +
+        parts.minute + " " + (parts.timeZoneName || "UTC");
+      el.title = "Your time zone";
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     syncConditionals();
+    localTimes();
     document.querySelectorAll("button[data-copy]").forEach(function (button) {
       button.hidden = false;
     });
