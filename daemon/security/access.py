@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
 
 __all__ = ["Actor", "MemberStatus", "NOBODY", "status_from_row", "member_status", "app_can_see",
+           "Audience", "EVERY_APP", "NO_APP", "event_audience",
            "require_community", "checked_status", "NOT_FOUND", "APP_NOT_TRUSTED", "app_manages",
            "require_manager"]
 
@@ -109,6 +110,59 @@ async def app_can_see(db: Reader, community_did: str, app_id: str | None) -> boo
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
                and await communities_store.app_allowed(db, community_did, app_id))
     return _visible(row, app_id, allowed)
+
+
+# ------------------------------------------------------------------ who hears of an event
+
+
+@dataclass(frozen=True)
+class Audience:
+    """The apps that may hear of an event: every app, or only those in `apps`."""
+
+    everyone: bool
+    apps: frozenset[str] = frozenset()
+
+    def admits(self, app_id: str | None) -> bool:
+        return self.everyone or (app_id is not None and app_id in self.apps)
+
+    def stored(self) -> str:
+        """The form kept in ``events.audience`` (store/migrations/0005_event_audience.sql)."""
+        if self.everyone:
+            return "*"
+        return f" {' '.join(sorted(self.apps))} " if self.apps else ""
+
+    @classmethod
+    def from_stored(cls, text: str | None) -> "Audience":
+        if text == "*":
+            return EVERY_APP
+        return cls(False, frozenset((text or "").split()))
+
+
+EVERY_APP = Audience(True)
+NO_APP = Audience(False)
+
+
+async def event_audience(db: Reader, community_did: str | None, caused_by_app: str | None,
+                         event_type: str) -> Audience:
+    """Which apps may hear of an event, decided once in the transaction that records it
+    (`daemon.runtime.events.emit_tx`) and kept with it: webhook fan-out and the event
+    stream both obey it, so what an app hears "as of the event's commit" is the same on
+    every way out. The rule is `app_can_see`'s: an event in a community reaches the apps
+    that may see that community; one outside any community only the app that caused it.
+
+    `event_type` is here for rules that depend on the kind (e.g. member events and roster
+    visibility)."""
+    if community_did is None:
+        return Audience(False, frozenset({caused_by_app})) if caused_by_app else NO_APP
+    row = await communities_store.get_community(db, community_did)
+    if row is None or row["state"] != "active":
+        return NO_APP
+    if row["type"] != "private":
+        return EVERY_APP
+    apps = set(await communities_store.allowed_app_ids(db, community_did))
+    if row["creator_app_id"]:
+        apps.add(row["creator_app_id"])
+    return Audience(False, frozenset(apps))
 
 
 def NOT_FOUND(did: str) -> ApiError:  # noqa: N802 (reads like a constant at call sites)

@@ -33,7 +33,7 @@ from daemon import hookimpl
 from daemon.runtime.clock import iso
 from daemon.runtime.events import Event
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.security.access import app_can_see
+from daemon.security.access import event_audience
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -78,18 +78,12 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
     if not candidates:
         return
-    visible: dict[str, bool] = {}
-    chosen: list[str] = []
-    for row in candidates:
-        app_id = row["app_id"]
-        if app_id not in visible:
-            if event.community_did is None:
-                # An event outside any community concerns only the app that caused it.
-                visible[app_id] = app_id == event.app_id
-            else:
-                visible[app_id] = await app_can_see(tx, event.community_did, app_id)
-        if visible[app_id]:
-            chosen.append(row["id"])
+    # Who may hear of it was decided when the event was recorded (the same decision the
+    # event stream reads back, daemon/security/access.py `event_audience`).
+    audience = event.audience
+    if audience is None:
+        audience = await event_audience(tx, event.community_did, event.app_id, event.type)
+    chosen = [row["id"] for row in candidates if audience.admits(row["app_id"])]
     if not chosen:
         return
     await store.enqueue_tx(tx, [(w, event.id) for w in chosen], app.clock.time(), app.clock.iso_now())
