@@ -36,7 +36,13 @@ async def bounds(db: Reader) -> tuple[int, int]:
     return (int(row["oldest"]) if row["oldest"] is not None else head + 1), head
 
 
-_STREAM_COLUMNS = "seq, id, type, community_did, data, created_at, audience"
+# `body`: the event as the stream shows it, built by SQLite on the reader thread: the
+# webhook body (daemon.runtime.events.Event.payload: type, timestamp, data with
+# communityDid added last unless the data has one) after the event id.
+_STREAM_COLUMNS = (
+    "seq, type, community_did, audience, json_object('id', id, 'type', type, 'timestamp', created_at, "
+    "'data', CASE WHEN community_did IS NULL OR json_type(data, '$.communityDid') IS NOT NULL "
+    "THEN json(data) ELSE json_set(data, '$.communityDid', community_did) END) AS body")
 
 
 async def stream_after(db: Reader, after: int, upto: int, *, app_id: str | None,

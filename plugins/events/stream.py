@@ -18,14 +18,13 @@ event seen twice.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from daemon.http.base import ApiError, encode_cursor
-from daemon.runtime.events import EVENT_TYPES, Event
+from daemon.runtime.events import EVENT_TYPES
 from daemon.security.access import Audience
 from store import events as store
 from store.db import Row
@@ -93,19 +92,12 @@ class Filter:
                 and (self.community_did is None or community_did == self.community_did))
 
 
-def event_object(row: Row) -> dict[str, Any]:
-    """An event as the stream shows it: the webhook body (`Event.payload`: type,
-    timestamp, data) with the event id (the webhook-id header) and its cursor."""
-    event = Event(row["id"], row["seq"], row["type"], row["community_did"], None, None,
-                  json.loads(row["data"]), row["created_at"])
-    return {"id": row["id"], **event.payload(), "cursor": encode_cursor([row["seq"]])}
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def event_message(row: Row) -> str:
-    return _ENCODER.encode(event_object(row))
+def event_message(row: Row) -> bytes:
+    """An event as the stream shows it (one WebSocket message, one item of a pull): the
+    webhook body (`Event.payload`: type, timestamp, data) after the event id (the webhook-id
+    header of its deliveries), then its cursor. SQLite built the rest (`store.events`)."""
+    body: str = row["body"]
+    return (body[:-1] + ',"cursor":"' + encode_cursor([row["seq"]]) + '"}').encode()
 
 
 @dataclass
@@ -126,7 +118,7 @@ class Subscriber:
     live: bool = False
     dirty: bool = False
     closing: bool = False
-    queue: deque[tuple[int, str]] = field(default_factory=deque)
+    queue: deque[tuple[int, bytes]] = field(default_factory=deque)
     queued_bytes: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -256,7 +248,7 @@ class EventStream:
     def subscribers_of(self, app_id: str) -> int:
         return self.per_app.get(app_id, 0)
 
-    async def replay(self, sub: Subscriber, send: Callable[[Sequence[str]], Any]) -> None:
+    async def replay(self, sub: Subscriber, send: Callable[[Sequence[bytes]], Any]) -> None:
         """Send what follows the subscriber's cursor, then switch it to live events.
         `send(messages)` writes them and returns an awaitable that completes once they are
         flushed to the connection."""
@@ -325,7 +317,7 @@ class EventStream:
         bound = self.config.subscriber_buffer_bytes
         prepared = [(r["seq"], r["type"], r["community_did"], Audience.from_stored(r["audience"]), r)
                     for r in rows]
-        messages: dict[int, str] = {}
+        messages: dict[int, bytes] = {}
         for sub in list(self.subscribers):
             if sub.closing:
                 continue
