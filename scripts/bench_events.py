@@ -15,6 +15,8 @@ client, pinned to CPU 1), so the two do not share an event loop. Usage:
    second; the delay is the arrival time (subscriber) minus the commit time (service).
 3. idle: the service's RSS before and after `--idle` subscribers connect and sit idle (and
    after 100 events reach all of them).
+4. membership/check requests per second (bench_membership.py's load generator, 16
+   connections) without subscribers, with `--idle` idle ones (twice), and without again.
 """
 
 from __future__ import annotations
@@ -86,8 +88,21 @@ async def idle(count):
     for t in tasks:
         t.cancel()
 
+def check(did, member, seconds):
+    # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1)
+    sys.path.insert(0, os.path.join(os.environ["CR_REPO"], "scripts"))
+    from bench_membership import http_post, load
+    auth = {"X-Api-Key": key}
+    path = f"/api/v1/communities/{did}/membership/check"
+    requests = [http_post(path, auth, {"userDid": member if i % 2 else f"did:plc:nobody{i:06d}"})
+                for i in range(200)]
+    stats = load(("127.0.0.1", int(port), requests, seconds, 16))
+    print(json.dumps({"requests": len(stats["latencies"]), "statuses": stats["statuses"]}), flush=True)
+
 if mode == "replay":
     asyncio.run(replay(sys.argv[4], int(sys.argv[5])))
+elif mode == "check":
+    check(sys.argv[4], sys.argv[5], float(sys.argv[6]))
 elif mode == "live":
     asyncio.run(live(int(sys.argv[4])))
 else:
@@ -115,7 +130,33 @@ def percentile(values: list[float], p: float) -> float:
 
 async def client(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(sys.executable, "-c", CLIENT, *args, stdin=asyncio.subprocess.PIPE,
-                                                stdout=asyncio.subprocess.PIPE, limit=64 * 1024 * 1024)
+                                                stdout=asyncio.subprocess.PIPE, limit=64 * 1024 * 1024,
+                                                env={**os.environ, "CR_REPO": str(REPO)})
+
+
+async def check_rate(port: int, key: str, community: str, member: str, seconds: float) -> float:
+    """membership/check requests per second from bench_membership's load generator."""
+    proc = await client("check", str(port), key, community, member, str(seconds))
+    out, _ = await proc.communicate()
+    result = json.loads(out.splitlines()[-1])
+    assert set(result["statuses"]) == {"200"}, result
+    return result["requests"] / seconds
+
+
+async def open_idle(port: int, key: str, count: int) -> asyncio.subprocess.Process:
+    proc = await client("idle", str(port), key, str(count))
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 300)
+    assert line.strip() == b"ready", line
+    return proc
+
+
+async def close_idle(proc: asyncio.subprocess.Process) -> int:
+    assert proc.stdin is not None
+    proc.stdin.write(b"done\n")
+    await proc.stdin.drain()
+    out, _ = await proc.communicate()
+    return int(json.loads(out.splitlines()[-1])["received"])
 
 
 async def main() -> None:
@@ -124,6 +165,8 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="events/s in the live phase")
     parser.add_argument("--live-events", type=int, default=1000)
     parser.add_argument("--idle", type=int, default=1000)
+    parser.add_argument("--check-seconds", type=float, default=3.0,
+                        help="per membership/check round (4 rounds: without, with, with, without)")
     args = parser.parse_args()
 
     import yaml
@@ -208,13 +251,10 @@ async def main() -> None:
               f"median {statistics.median(delays):.2f} ms, p99 {percentile(delays, 99):.2f} ms, "
               f"max {max(delays):.2f} ms")
 
-        # ---- 3. idle subscribers
+        # ---- 3. idle subscribers: memory
         await asyncio.sleep(1)
         before = rss_mb()
-        proc = await client("idle", str(port), key, str(args.idle))
-        assert proc.stdout is not None and proc.stdin is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 300)
-        assert line.strip() == b"ready", line
+        proc = await open_idle(port, key, args.idle)
         await asyncio.sleep(2)
         connected = len(app.extensions["events"].subscribers)
         idle_rss = rss_mb()
@@ -224,13 +264,28 @@ async def main() -> None:
                               data={"memberDid": f"did:plc:idle{i:07d}"})
         await asyncio.sleep(3)
         after_events = rss_mb()
-        proc.stdin.write(b"done\n")
-        await proc.stdin.drain()
-        out, _ = await proc.communicate()
-        received = json.loads(out.splitlines()[-1])["received"]
+        received = await close_idle(proc)
         print(f"idle: {connected} subscribers connected; service RSS {before:.1f} MB -> {idle_rss:.1f} MB "
               f"(+{idle_rss - before:.1f} MB), after 100 events to each ({received} messages received) "
               f"{after_events:.1f} MB (+{after_events - before:.1f} MB)")
+
+        # ---- 4. membership/check with and without idle subscribers
+        member = "did:plc:benchmember"
+        async with app.db.transaction("bench.member") as tx:
+            await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
+                             "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
+        await check_rate(port, key, community, member, 1.0)  # warm-up
+        without = [await check_rate(port, key, community, member, args.check_seconds)]
+        proc = await open_idle(port, key, args.idle)
+        await asyncio.sleep(2)
+        with_idle = [await check_rate(port, key, community, member, args.check_seconds) for _ in range(2)]
+        await close_idle(proc)
+        await asyncio.sleep(2)
+        without.append(await check_rate(port, key, community, member, args.check_seconds))
+        a, b = statistics.mean(without), statistics.mean(with_idle)
+        print(f"membership/check: {a:,.0f} req/s without subscribers ({', '.join(f'{x:,.0f}' for x in without)}), "
+              f"{b:,.0f} req/s with {args.idle} idle ({', '.join(f'{x:,.0f}' for x in with_idle)}): "
+              f"{100 * (b - a) / a:+.1f} %")
     finally:
         server.stop()
         await app.shutdown()
