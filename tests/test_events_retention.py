@@ -90,3 +90,21 @@ async def test_the_oldest_cursor_is_named_when_everything_was_pruned(app, client
     assert body["details"]["oldestCursor"] == now
     assert (await pull(client, key, cursor=now))["events"] == []
 
+
+
+async def test_a_subscription_with_an_expired_cursor_is_refused_before_the_upgrade(app, client, server, clock):
+    import json
+
+    import websockets
+    key = (await make_app_key(app, client))["apiKey"]
+    await make_community(app, COMMUNITY)
+    start = (await pull(client, key))["cursor"]
+    await emit_events(app, "member.joined", COMMUNITY, count=3)
+    clock.advance(8 * DAY)
+    await prune_events(app)
+    url = f"ws://127.0.0.1:{server.port}/api/v1/events/subscribe?cursor={start}"
+    with pytest.raises(websockets.InvalidStatus) as info:
+        async with websockets.connect(url, additional_headers={"X-Api-Key": key}, proxy=None):
+            pass
+    assert info.value.response.status_code == 410
+    assert json.loads(info.value.response.body)["error"] == "cursor_expired"

@@ -193,7 +193,7 @@ class SubscribeHandler(RequestLogic, tornado.websocket.WebSocketHandler):
                 await stream.replay(sub, self._send)
             except ApiError as exc:
                 if exc.status == 410:
-                    stream._close(sub, CLOSE_CURSOR_EXPIRED, "cursor expired: " + exc.message[:100])
+                    stream.close_subscriber(sub, CLOSE_CURSOR_EXPIRED, "cursor expired: " + exc.message[:100])
                     return
                 raise
             while not sub.closing:
@@ -210,6 +210,11 @@ class SubscribeHandler(RequestLogic, tornado.websocket.WebSocketHandler):
                     stream.record_sent(len(batch))
         except tornado.websocket.WebSocketClosedError:
             pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("event subscription of app %s failed", sub.filter.app_id)
+            stream.close_subscriber(sub, 1011, "internal error; reconnect with your last cursor")
         finally:
             stream.unregister(sub)
 

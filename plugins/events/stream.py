@@ -55,10 +55,9 @@ POLL_SECONDS = 1.0
 
 
 def known_kinds(app: "Application") -> tuple[str, ...]:
-    """The event kinds an app may filter on: the spec's, and those plugins declare."""
-    declared = getattr(app, "event_kinds", None)  # the plugin kind registry, once there is one
-    if callable(declared):
-        return tuple(dict.fromkeys([*EVENT_TYPES, *declared()]))
+    """The event kinds an app may filter on. Today the spec's (`EVENT_TYPES`, as webhooks
+    accept); the kinds plugins declare belong here too once the core keeps a registry of
+    them (the platform issue)."""
     return EVENT_TYPES
 
 
@@ -158,7 +157,7 @@ class EventStream:
         self.stopping = True
         self._stopped.set()
         for sub in list(self.subscribers):
-            self._close(sub, CLOSE_GOING_AWAY, "server shutting down; reconnect with your last cursor")
+            self.close_subscriber(sub, CLOSE_GOING_AWAY, "server shutting down; reconnect with your last cursor")
 
     async def stop(self) -> None:
         self.stop_clients()
@@ -267,7 +266,7 @@ class EventStream:
         if self.metrics is not None:
             self.metrics.sent.inc(count)
 
-    def _close(self, sub: Subscriber, code: int, reason: str) -> None:
+    def close_subscriber(self, sub: Subscriber, code: int, reason: str) -> None:
         if sub.closing:
             return
         sub.closing = True
@@ -299,6 +298,15 @@ class EventStream:
                 log.exception("event stream hub pass failed")
 
     async def _pump(self) -> None:
+        if not self.subscribers:
+            # Nobody to hand events to: move past them without reading them. Long-polls only
+            # need the signal; they read for themselves.
+            head = (await store.bounds(self.app.db))[1]
+            if not self.subscribers:  # (a subscriber that came meanwhile needs the full read)
+                if head > self.head:
+                    self.head = head
+                    self._signal_change()
+                return
         while True:
             rows = await store.stream_after(self.app.db, self.head, 2 ** 62, app_id=None, kinds=None,
                                             community_did=None, limit=MAX_LIMIT)
@@ -306,10 +314,13 @@ class EventStream:
                 return
             self.head = rows[-1]["seq"]
             self._dispatch(rows)
-            changed, self._changed = self._changed, asyncio.Event()
-            changed.set()  # long-polls read again
+            self._signal_change()
             if len(rows) < MAX_LIMIT:
                 return
+
+    def _signal_change(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()  # long-polls read again
 
     def _dispatch(self, rows: Iterable[Row]) -> None:
         if not self.subscribers:
@@ -338,7 +349,7 @@ class EventStream:
                 sub.queued_bytes += len(message)
                 took = True
             if sub.queued_bytes > bound:
-                self._close(sub, CLOSE_SLOW_CONSUMER,
+                self.close_subscriber(sub, CLOSE_SLOW_CONSUMER,
                             "slow consumer: the send buffer passed its bound; reconnect with your last cursor")
             elif took:
                 sub.wake.set()
