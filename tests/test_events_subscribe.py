@@ -224,3 +224,10 @@ async def test_a_subscriber_resumes_after_a_restart_with_no_gap_and_no_duplicate
     finally:
         await second.shutdown()
     assert [e["id"] for e in got] == expected
+
+
+async def test_other_methods_get_the_json_error_shape(app, client):
+    key = (await make_app_key(app, client))["apiKey"]
+    resp = await client.post("/api/v1/events/subscribe", api_key=key, json={})
+    assert resp.status == 405
+    assert resp.json()["error"] == "method_not_allowed" and resp.headers["Content-Type"].startswith("application/json")

@@ -178,6 +178,13 @@ class SubscribeHandler(RequestLogic, tornado.websocket.WebSocketHandler):
         self.put_header("Content-Type", "application/json; charset=utf-8")
         self.finish(encode_json(err.body()))
 
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Errors Tornado answers by itself (405 for another method) in the JSON shape."""
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        err = error_for(exc, status_code, self.request_id)
+        self.put_header("Content-Type", "application/json; charset=utf-8")
+        self.finish(encode_json(err.body()))
+
     # ---------------------------------------------------------------- the connection
 
     def open(self, *args: Any, **kwargs: Any) -> None:
