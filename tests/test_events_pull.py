@@ -200,3 +200,20 @@ async def test_a_pull_of_1000_events_counts_once_against_the_rate_limit(app, cli
     after = await client.get("/api/v1/events", api_key=key, params={"cursor": start, "limit": 1000})
     assert len(after.json()["events"]) == 1000
     assert int(before.headers["RateLimit-Remaining"]) - int(after.headers["RateLimit-Remaining"]) == 1
+
+
+def test_retention_must_be_a_day_or_more(tmp_path):
+    from daemon.runtime.config import ConfigError
+    from plugins.events.settings import EventsConfig, check
+    with pytest.raises(ConfigError) as info:
+        check(EventsConfig(retention_days=0))
+    assert "events.retention_days" in str(info.value)
+
+
+async def test_both_routes_are_in_the_openapi_document(client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    pull_op = doc["paths"]["/api/v1/events"]["get"]
+    assert {p["name"] for p in pull_op["parameters"]} == {"cursor", "kinds", "communityDid", "limit", "wait"}
+    assert {"200", "400", "401", "404", "410", "429"} <= set(pull_op["responses"])
+    sub = doc["paths"]["/api/v1/events/subscribe"]["get"]
+    assert {"101", "401", "410", "426"} <= set(sub["responses"])

@@ -24,7 +24,8 @@ COMMUNITY = "did:plc:community1"
 
 @pytest.fixture
 def config_overrides():
-    return {**LOOPBACK_TARGETS, "events": {"subscriber_buffer_bytes": 65536, "ping_interval_seconds": 5},
+    return {**LOOPBACK_TARGETS, "events": {"subscriber_buffer_bytes": 65536, "ping_interval_seconds": 5,
+                                           "max_subscribers_per_app": 3},
             "metrics": {"allow_from": ["127.0.0.1/32"]}}
 
 
@@ -231,3 +232,41 @@ async def test_other_methods_get_the_json_error_shape(app, client):
     resp = await client.post("/api/v1/events/subscribe", api_key=key, json={})
     assert resp.status == 405
     assert resp.json()["error"] == "method_not_allowed" and resp.headers["Content-Type"].startswith("application/json")
+
+
+async def test_an_app_may_hold_only_so_many_subscriptions(app, client, server):
+    key = (await make_app_key(app, client))["apiKey"]
+    other = (await make_app_key(app, client, owner="did:plc:other", domain="other.example.com"))["apiKey"]
+    limit = app.config.plugin("events").max_subscribers_per_app
+    stream = app.extensions["events"]
+    opened = [await connect(server, key).__aenter__() for _ in range(limit)]
+    try:
+        status, body = await refusal(server, key)
+        assert (status, body["error"]) == (429, "too_many_subscribers")
+        async with connect(server, other):  # another app is not affected
+            pass
+    finally:
+        for ws in opened:
+            await ws.close()
+    await asyncio.sleep(0.2)
+    assert stream.per_app == {} and not stream.subscribers
+
+
+async def test_events_written_by_another_process_reach_subscribers(app, client, server):
+    """The operator's CLI writes through its own connection: the hub's once-a-second read
+    finds its events without a `cr_event` in this process."""
+    import sqlite3
+    key = (await make_app_key(app, client))["apiKey"]
+    await make_community(app, COMMUNITY)
+    async with connect(server, key) as ws:
+        await asyncio.sleep(0.1)
+        other = sqlite3.connect(app.config.database_path, isolation_level=None)
+        try:
+            other.execute("INSERT INTO events (id, type, community_did, data, created_at, audience) "
+                          "VALUES ('evt_fromthecli000000000000', 'member.removed', ?, '{\"memberDid\":\"did:plc:x\"}', "
+                          "'2026-01-01T00:00:00.000Z', '*')", (COMMUNITY,))
+        finally:
+            other.close()
+        [event] = await receive(ws, 1, timeout=3)
+    assert event["id"] == "evt_fromthecli000000000000"
+    assert event["data"] == {"memberDid": "did:plc:x", "communityDid": COMMUNITY}
