@@ -16,7 +16,8 @@ client, pinned to CPU 1), so the two do not share an event loop. Usage:
 3. idle: the service's RSS before and after `--idle` subscribers connect and sit idle (and
    after 100 events reach all of them).
 4. membership/check requests per second (bench_membership.py's load generator, 16
-   connections) without subscribers, with `--idle` idle ones (twice), and without again.
+   connections) in `--check-pairs` pairs of rounds: without subscribers, then with `--idle`
+   idle ones; the change is taken per pair, then the median.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ async def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="events/s in the live phase")
     parser.add_argument("--live-events", type=int, default=1000)
     parser.add_argument("--idle", type=int, default=1000)
-    parser.add_argument("--check-seconds", type=float, default=3.0,
-                        help="per membership/check round (4 rounds: without, with, with, without)")
+    parser.add_argument("--check-seconds", type=float, default=3.0, help="per membership/check round")
+    parser.add_argument("--check-pairs", type=int, default=5,
+                        help="membership/check rounds without and then with the idle subscribers")
     args = parser.parse_args()
 
     import yaml
@@ -275,17 +277,19 @@ async def main() -> None:
             await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
                              "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
         await check_rate(port, key, community, member, 1.0)  # warm-up
-        without = [await check_rate(port, key, community, member, args.check_seconds)]
-        proc = await open_idle(port, key, args.idle)
-        await asyncio.sleep(2)
-        with_idle = [await check_rate(port, key, community, member, args.check_seconds) for _ in range(2)]
-        await close_idle(proc)
-        await asyncio.sleep(2)
-        without.append(await check_rate(port, key, community, member, args.check_seconds))
-        a, b = statistics.mean(without), statistics.mean(with_idle)
-        print(f"membership/check: {a:,.0f} req/s without subscribers ({', '.join(f'{x:,.0f}' for x in without)}), "
-              f"{b:,.0f} req/s with {args.idle} idle ({', '.join(f'{x:,.0f}' for x in with_idle)}): "
-              f"{100 * (b - a) / a:+.1f} %")
+        ratios, without, with_idle = [], [], []
+        for _ in range(args.check_pairs):  # paired rounds: the machine's speed drifts
+            without.append(await check_rate(port, key, community, member, args.check_seconds))
+            proc = await open_idle(port, key, args.idle)
+            await asyncio.sleep(1)
+            with_idle.append(await check_rate(port, key, community, member, args.check_seconds))
+            await close_idle(proc)
+            await asyncio.sleep(1)
+            ratios.append(with_idle[-1] / without[-1])
+        print(f"membership/check: without subscribers {', '.join(f'{x:,.0f}' for x in without)} req/s; "
+              f"with {args.idle} idle {', '.join(f'{x:,.0f}' for x in with_idle)} req/s; paired change "
+              f"{', '.join(f'{100 * (r - 1):+.1f} %' for r in ratios)}, median "
+              f"{100 * (statistics.median(ratios) - 1):+.1f} %")
     finally:
         server.stop()
         await app.shutdown()
