@@ -135,13 +135,17 @@ async def client(*args: str) -> asyncio.subprocess.Process:
                                                 env={**os.environ, "CR_REPO": str(REPO)})
 
 
-async def check_rate(port: int, key: str, community: str, member: str, seconds: float) -> float:
-    """membership/check requests per second from bench_membership's load generator."""
+async def check_rate(port: int, key: str, community: str, member: str, seconds: float) -> tuple[float, float]:
+    """membership/check requests per second from bench_membership's load generator, and the
+    service's CPU time per request in µs (this process, all threads: steadier than the rate
+    on a shared machine)."""
     proc = await client("check", str(port), key, community, member, str(seconds))
+    cpu = time.process_time()
     out, _ = await proc.communicate()
+    cpu = time.process_time() - cpu
     result = json.loads(out.splitlines()[-1])
     assert set(result["statuses"]) == {"200"}, result
-    return result["requests"] / seconds
+    return result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"])
 
 
 async def open_idle(port: int, key: str, count: int) -> asyncio.subprocess.Process:
@@ -285,11 +289,12 @@ async def main() -> None:
             with_idle.append(await check_rate(port, key, community, member, args.check_seconds))
             await close_idle(proc)
             await asyncio.sleep(1)
-            ratios.append(with_idle[-1] / without[-1])
-        print(f"membership/check: without subscribers {', '.join(f'{x:,.0f}' for x in without)} req/s; "
-              f"with {args.idle} idle {', '.join(f'{x:,.0f}' for x in with_idle)} req/s; paired change "
-              f"{', '.join(f'{100 * (r - 1):+.1f} %' for r in ratios)}, median "
-              f"{100 * (statistics.median(ratios) - 1):+.1f} %")
+            ratios.append((with_idle[-1][0] / without[-1][0], with_idle[-1][1] / without[-1][1]))
+        show = lambda rounds: ", ".join(f"{r:,.0f}/s {c:.0f} µs" for r, c in rounds)  # noqa: E731
+        print(f"membership/check (rate, service CPU per request): without subscribers {show(without)}; "
+              f"with {args.idle} idle {show(with_idle)}; median change: rate "
+              f"{100 * (statistics.median(r for r, _ in ratios) - 1):+.1f} %, CPU per request "
+              f"{100 * (statistics.median(c for _, c in ratios) - 1):+.1f} %")
     finally:
         server.stop()
         await app.shutdown()
