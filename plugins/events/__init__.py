@@ -20,6 +20,13 @@ def cr_config_section() -> tuple[str, type]:
 
 
 @hookimpl
+def cr_plugin_requires() -> list[str]:
+    # A `communityDid` filter is checked against the communities the app may see (the
+    # communities plugin's index).
+    return ["communities"]
+
+
+@hookimpl
 def cr_routes(app: Any) -> list[tuple]:
     return handlers.routes()
 
