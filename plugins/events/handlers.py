@@ -37,33 +37,27 @@ STREAM_PARAMS = (
 )
 
 
-class StreamParams:
-    """The query parameters both routes share, checked."""
-
-    def __init__(self, handler: RequestLogic) -> None:
-        self.handler = handler
-
-    async def read(self) -> tuple[Filter, int]:
-        """The reader's filter and where it starts (400 for bad input, 404 for a community
-        the app may not see, 410 for an expired cursor)."""
-        h = self.handler
-        app = h.app
-        assert h.principal is not None and h.principal.app_id is not None
-        kinds = parse_kinds(app, h.get_query_argument("kinds", None, strip=False))
-        community_did = h.get_query_argument("communityDid", None, strip=False)
-        if community_did is not None:
-            if not is_did(community_did):
-                raise ApiError(400, "invalid_request", "communityDid: must be a DID",
-                               details=[{"field": "communityDid", "message": "must be a DID"}])
-            await require_community(app, community_did, h.principal)
-        stream = stream_of(app)
-        raw_cursor = h.get_query_argument("cursor", None, strip=False)
-        if raw_cursor is None:
-            after = await stream.now()
-        else:
-            after = int(decode_cursor(raw_cursor, 1, "i")[0])
-            await stream.check_cursor(after)
-        return Filter(h.principal.app_id, kinds, community_did), after
+async def stream_params(h: RequestLogic) -> tuple[Filter, int]:
+    """The query parameters both routes share, checked: the reader's filter and where it
+    starts (400 for bad input, 404 for a community the app may not see, 410 for an expired
+    cursor)."""
+    app = h.app
+    assert h.principal is not None and h.principal.app_id is not None
+    kinds = parse_kinds(app, h.get_query_argument("kinds", None, strip=False))
+    community_did = h.get_query_argument("communityDid", None, strip=False)
+    if community_did is not None:
+        if not is_did(community_did):
+            raise ApiError(400, "invalid_request", "communityDid: must be a DID",
+                           details=[{"field": "communityDid", "message": "must be a DID"}])
+        await require_community(app, community_did, h.principal)
+    stream = stream_of(app)
+    raw_cursor = h.get_query_argument("cursor", None, strip=False)
+    if raw_cursor is None:
+        after = await stream.now()
+    else:
+        after = int(decode_cursor(raw_cursor, 1, "i")[0])
+        await stream.check_cursor(after)
+    return Filter(h.principal.app_id, kinds, community_did), after
 
 
 class PullHandler(BaseHandler):
@@ -84,7 +78,7 @@ class PullHandler(BaseHandler):
                                    ["events", "cursor"])},
                errors={404: "community_not_found", 410: "cursor_expired (details.oldestCursor)"})
     async def get(self) -> None:
-        f, after = await StreamParams(self).read()
+        f, after = await stream_params(self)
         limit = self._limit()
         wait = self._wait()
         page = await stream_of(self.app).pull(f, after, limit, wait)
@@ -151,7 +145,7 @@ class SubscribeHandler(RequestLogic, tornado.websocket.WebSocketHandler):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         try:
             await self.admit()
-            f, after = await StreamParams(self).read()
+            f, after = await stream_params(self)
             stream = stream_of(self.app)
             if stream.stopping:
                 raise ApiError(503, "unavailable", "The service is shutting down.")

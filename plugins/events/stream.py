@@ -356,7 +356,7 @@ class EventStream:
 
 
 def parse_kinds(app: "Application", raw: str | None) -> frozenset[str] | None:
-    """`kinds=a,b` (comma-separated; also repeated): None for every kind; 400 naming an
+    """`kinds=a,b` (comma-separated): None for every kind; 400 naming an
     unknown kind."""
     if raw is None or raw == "":
         return None
