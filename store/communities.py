@@ -107,6 +107,20 @@ async def disallow_app_tx(tx: Transaction, community_did: str, app_id: str) -> b
     return cur.rowcount > 0
 
 
+async def allowed_app_ids(db: Reader, community_did: str) -> list[str]:
+    """The apps an admin allowed to see the community (management grants included)."""
+    rows = await db.fetchall("SELECT app_id FROM community_apps WHERE community_did = ? ORDER BY app_id",
+                             (community_did,))
+    return [r["app_id"] for r in rows]
+
+
+async def managing_app_ids(db: Reader, community_did: str) -> list[str]:
+    """The apps an admin granted management (they act for the community's admins)."""
+    rows = await db.fetchall("SELECT app_id FROM community_apps WHERE community_did = ? AND manage = 1 "
+                             "ORDER BY app_id", (community_did,))
+    return [r["app_id"] for r in rows]
+
+
 async def list_allowed_apps(db: Database, community_did: str) -> list[Row]:
     return await db.fetchall(
         "SELECT app_id, allowed_by, allowed_at, manage FROM community_apps WHERE community_did = ? "

@@ -180,6 +180,13 @@ async def reschedule_pending_tx(tx: Transaction, webhook_id: str, next_attempt_a
         (next_attempt_at, webhook_id))
 
 
+async def oldest_pending_event_seq(db: Reader) -> int | None:
+    """The lowest outbox ``seq`` of an event a pending delivery still has to send."""
+    return await db.fetchval(
+        "SELECT MIN(e.seq) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id "
+        "WHERE d.status = 'pending'")
+
+
 async def prune_completed_tx(tx: Transaction, before: str, limit: int = 5000) -> int:
     cur = await tx.execute(
         "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries "

@@ -205,10 +205,11 @@ async def make_community(app: Any, did: str, type: str = "open",
             now=app.clock.iso_now(), state="active")
 
 
-async def allow_app(app: Any, community_did: str, app_id: str) -> None:
+async def allow_app(app: Any, community_did: str, app_id: str, *, manage: bool = False) -> None:
     from store import communities
     async with app.db.transaction("test.allow_app") as tx:
-        await communities.allow_app_tx(tx, community_did, app_id, "did:plc:creator", app.clock.iso_now())
+        await communities.allow_app_tx(tx, community_did, app_id, "did:plc:creator", app.clock.iso_now(),
+                                       manage=manage)
 
 
 async def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> None:

@@ -190,6 +190,10 @@ class Application(tornado.web.Application):
         self._inflight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        #: Set when the daemon begins to stop, before it waits for in-flight requests:
+        #: long-lived answers (long-polls, WebSockets) end at once instead of holding the
+        #: drain (`begin_stopping`).
+        self.stopping = asyncio.Event()
         self._http: Any = None
         self._request_ids = itertools.count(1)
         self._request_id_prefix = secrets.token_hex(4)
@@ -331,6 +335,10 @@ class Application(tornado.web.Application):
             self._inflight = 0
             self._idle.set()
 
+    def begin_stopping(self) -> None:
+        """The daemon stops: set `stopping` (SIGTERM, before `drain`; `shutdown` too)."""
+        self.stopping.set()
+
     async def drain(self, timeout: float) -> bool:
         """Wait until no request is in flight; False if `timeout` passed first."""
         try:
@@ -342,6 +350,7 @@ class Application(tornado.web.Application):
             return False
 
     async def shutdown(self) -> None:
+        self.begin_stopping()
         timeout = self.config.server.shutdown_timeout_seconds
         await self.sync.stop()
         try:

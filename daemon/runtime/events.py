@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemon.runtime.plugins import call_hook
+from daemon.security.access import Audience, event_audience
 from store import events as events_store
 from store.db import Transaction
 
@@ -36,6 +37,8 @@ class Event:
     actor_did: str | None
     data: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
+    #: The apps that may hear of it, decided at commit (`daemon.security.access.event_audience`).
+    audience: Audience | None = None
 
     def payload(self) -> dict[str, Any]:
         """The body delivered to webhooks: ``{type, timestamp, data: {..., communityDid}}``."""
@@ -51,10 +54,12 @@ async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_d
     """Record an event in `tx` and let plugins react inside the same transaction."""
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
+    audience = await event_audience(tx, community_did, app_id, type)
     seq = await events_store.insert_event_tx(
         tx, event_id=event_id, type=type, community_did=community_did, app_id=app_id,
-        actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at)
-    event = Event(event_id, seq, type, community_did, app_id, actor_did, data, created_at)
+        actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,
+        audience=audience.hears.stored(), people=audience.people.stored())
+    event = Event(event_id, seq, type, community_did, app_id, actor_did, data, created_at, audience)
     await call_hook(app.pm.hook.cr_event_tx, app=app, tx=tx, event=event)
     tx.after_commit(lambda: _observe(app, event))
     return event

@@ -260,6 +260,19 @@ def cr_event(app: "Application", event: "Event") -> Awaitable[None] | None:
     """
 
 
+@hookspec
+def cr_events_needed(app: "Application") -> Awaitable[int | None] | None:
+    """The lowest event ``seq`` this plugin still needs in the events outbox, or None.
+
+    Retention (``events.retention_days``, docs/events.md) prunes old events in batches and
+    never removes an event whose ``seq`` is at or above the lowest answer: the webhooks
+    plugin answers with the oldest event a pending delivery still has to send. Keep it
+    cheap (one indexed query); it runs once per pruning pass.
+
+    :return: an int, None (nothing needed), or an awaitable of either; all are awaited.
+    """
+
+
 # ------------------------------------------------------------------ sync with the network
 
 

@@ -156,6 +156,7 @@ async def _serve(config: Any, pm: Any) -> int:
     log.info("stopping: no new connections; waiting for in-flight requests")
     notify("STOPPING=1")
     server.stop()
+    app.begin_stopping()  # long-polls answer and WebSockets close (1001) now, not at the timeout
     await app.drain(srv.shutdown_timeout_seconds)
     try:
         await asyncio.wait_for(server.close_all_connections(), 2.0)

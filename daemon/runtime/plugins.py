@@ -23,6 +23,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.communities",
     "plugins.records",
     "plugins.webhooks",
+    "plugins.events",
     "plugins.web",
 )
 

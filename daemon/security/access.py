@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
 
 __all__ = ["Actor", "MemberStatus", "NOBODY", "status_from_row", "member_status", "app_can_see",
+           "AppSet", "Audience", "EVERY_APP", "NO_APP", "event_audience",
            "require_community", "checked_status", "NOT_FOUND", "APP_NOT_TRUSTED", "app_manages",
            "require_manager", "app_sees_roster", "event_data_for", "ROSTER_HIDDEN"]
 
@@ -114,6 +115,98 @@ async def app_can_see(db: Reader, community_did: str, app_id: str | None) -> boo
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
                and await communities_store.app_allowed(db, community_did, app_id))
     return _visible(row, app_id, allowed)
+
+
+# ------------------------------------------------------------------ who hears of an event
+
+
+@dataclass(frozen=True)
+class AppSet:
+    """Every app, or only those in `apps`."""
+
+    everyone: bool
+    apps: frozenset[str] = frozenset()
+
+    def has(self, app_id: str | None) -> bool:
+        return self.everyone or (app_id is not None and app_id in self.apps)
+
+    def stored(self) -> str:
+        """The form kept in ``events.audience`` and ``events.people``
+        (store/migrations/0005_event_audience.sql)."""
+        if self.everyone:
+            return "*"
+        return f" {' '.join(sorted(self.apps))} " if self.apps else ""
+
+    @classmethod
+    def from_stored(cls, text: str | None) -> "AppSet":
+        if text == "*":
+            return EVERY
+        return cls(False, frozenset((text or "").split()))
+
+
+EVERY = AppSet(True)
+NONE = AppSet(False)
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who may hear of an event (`hears`), and who of them may see the people its data
+    names (`people`): the others get the data without `PERSON_KEYS` (`event_data_for`)."""
+
+    hears: AppSet
+    people: AppSet = EVERY
+
+    def admits(self, app_id: str | None) -> bool:
+        return self.hears.has(app_id)
+
+    def shows_people_to(self, app_id: str | None) -> bool:
+        return self.people.has(app_id)
+
+    @classmethod
+    def from_stored(cls, hears: str | None, people: str | None = "*") -> "Audience":
+        return cls(AppSet.from_stored(hears), AppSet.from_stored(people))
+
+
+EVERY_APP = Audience(EVERY)
+NO_APP = Audience(NONE)
+
+
+async def event_audience(db: Reader, community_did: str | None, caused_by_app: str | None,
+                         event_type: str) -> Audience:
+    """Which apps may hear of an event, and which of them may see the people it names,
+    decided once in the transaction that records it (`daemon.runtime.events.emit_tx`) and
+    kept with it: webhook fan-out and the event stream both obey it, so what an app hears
+    "as of the event's commit" is the same on every way out.
+
+    An event in a community reaches the apps that may see that community (`app_can_see`);
+    one outside any community only the app that caused it. Where the community hides its
+    roster (``rosterVisibility`` ``members`` or ``admins``), only the apps that see the
+    roster (`app_sees_roster`: its creator app and apps granted management) hear of
+    ``member.*`` events, and the others get every other event without the keys that name
+    a person."""
+    if community_did is None:
+        return Audience(AppSet(False, frozenset({caused_by_app}))) if caused_by_app else NO_APP
+    row = await communities_store.get_community(db, community_did)
+    if row is None or row["state"] != "active":
+        return NO_APP
+    if row["type"] != "private":
+        hears = EVERY
+    else:
+        apps = set(await communities_store.allowed_app_ids(db, community_did))
+        if row["creator_app_id"]:
+            apps.add(row["creator_app_id"])
+        hears = AppSet(False, frozenset(apps))
+    if row["roster_visibility"] == "public":
+        return Audience(hears)
+    managers = set(await communities_store.managing_app_ids(db, community_did))
+    if row["creator_app_id"]:
+        managers.add(row["creator_app_id"])
+    if not hears.everyone:
+        managers &= hears.apps
+    roster = AppSet(False, frozenset(managers))
+    if event_type.startswith("member."):
+        return Audience(roster, EVERY)
+    return Audience(hears, roster)
 
 
 def NOT_FOUND(did: str) -> ApiError:  # noqa: N802 (reads like a constant at call sites)

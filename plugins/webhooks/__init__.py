@@ -55,6 +55,13 @@ def cr_metrics(app: Any, registry: Any) -> Any:
 
 
 @hookimpl
+def cr_events_needed(app: Any) -> Any:
+    # A pending delivery reads its event when it is sent: keep those in the outbox.
+    from store import webhooks as webhooks_store
+    return webhooks_store.oldest_pending_event_seq(app.db)
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("webhooks"))
     webhooks_of(app).dispatcher = d = delivery.Dispatcher(app)

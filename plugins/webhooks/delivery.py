@@ -33,7 +33,7 @@ from daemon import hookimpl
 from daemon.runtime.clock import iso
 from daemon.runtime.events import Event
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.security.access import app_can_see, app_sees_roster, event_data_for
+from daemon.security.access import event_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -80,14 +80,13 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
     if not candidates:
         return
-    hide: dict[str, bool | None] = {}  # app -> hide the people? (None: not sent to that app)
-    chosen: list[tuple[str, str, bool]] = []
-    for row in candidates:
-        app_id = row["app_id"]
-        if app_id not in hide:
-            hide[app_id] = await _hides_people(tx, event, app_id)
-        if hide[app_id] is not None:
-            chosen.append((row["id"], event.id, bool(hide[app_id])))
+    # Who may hear of it, and who of them may see the people it names, was decided when
+    # the event was recorded (`event_audience`, the decision the events stream reads back).
+    audience = event.audience
+    if audience is None:
+        audience = await event_audience(tx, event.community_did, event.app_id, event.type)
+    chosen = [(row["id"], event.id, not audience.shows_people_to(row["app_id"]))
+              for row in candidates if audience.admits(row["app_id"])]
     if not chosen:
         return
     await store.enqueue_tx(tx, chosen, app.clock.time(), app.clock.iso_now())
@@ -96,19 +95,6 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     d = webhooks_of(app).dispatcher
     if d is not None:
         tx.after_commit(lambda: d.notify(ids))
-
-
-async def _hides_people(tx: Transaction, event: Event, app_id: str) -> bool | None:
-    """Whether `event` goes to `app_id` without the keys that name a person (True), whole
-    (False), or not at all (None)."""
-    if event.community_did is None:
-        # An event outside any community concerns only the app that caused it.
-        return False if app_id == event.app_id else None
-    if not await app_can_see(tx, event.community_did, app_id):
-        return None
-    if await app_sees_roster(tx, event.community_did, app_id):
-        return False
-    return None if event_data_for(event.type, event.data, sees_roster=False) is None else True
 
 
 # ------------------------------------------------------------------ one attempt
