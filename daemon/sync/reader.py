@@ -66,15 +66,18 @@ def _refusal(exc: InvalidStatus) -> StreamError | None:
 
 
 async def read_stream(source: str, url: str, *, on_open: Callable[[ClientConnection], None],
-                      on_frame: Callable[[bytes | str], Awaitable[None]]) -> None:
-    """Connect to `url` and await ``on_frame(frame)`` for every frame, one after another (a
-    slow `on_frame` slows the reading: the server may then drop us). ``on_open(connection)``
-    is called once the handshake succeeded; closing that connection ends the reading.
+                      on_frame: Callable[[bytes | str], Any],
+                      deliver: Callable[[Any], Awaitable[None]]) -> None:
+    """Connect to `url` and, for every frame in turn, call ``on_frame(frame)``; what it
+    returns, unless None, is awaited in ``deliver(item)`` before the next frame is read (a
+    slow `deliver` slows the reading: the server may then drop us). Most frames of the
+    network are irrelevant, so they cost no coroutine. ``on_open(connection)`` is called once
+    the handshake succeeded; closing that connection ends the reading.
 
     Returns when the stream is closed cleanly (by either side). Raises when the connection
     cannot be made or fails (``OSError``, ``websockets.exceptions.WebSocketException``, a
     timeout), `StreamError` when the server refused us with an XRPC error, and whatever
-    `on_frame` raises (the connection is closed first).
+    `on_frame` or `deliver` raise (the connection is closed first).
 
     The client's pings (every 20 s, 20 s to answer: `websockets`' defaults) notice a dead
     connection; there is no receive timeout, as a quiet stream (a small PDS) is no failure.
@@ -90,7 +93,9 @@ async def read_stream(source: str, url: str, *, on_open: Callable[[ClientConnect
         async with connect(url, **options) as connection:
             on_open(connection)
             async for frame in connection:  # ends on a clean close, raises on a failed one
-                await on_frame(frame)
+                item = on_frame(frame)
+                if item is not None:
+                    await deliver(item)
     except InvalidStatus as exc:
         refusal = _refusal(exc)
         if refusal is None:

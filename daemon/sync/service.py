@@ -215,27 +215,29 @@ class Sync:
         if self.state != "stopped":
             self.state = "live"
 
-    async def _frame(self, data: bytes | str) -> None:
-        """One raw frame of the stream: filtered, and queued if it matters."""
+    def _frame(self, data: bytes | str) -> Any:
+        """One raw frame of the stream, filtered: the item to queue, or None."""
         self._failures = 0  # a frame came: the connection works (backoff starts over)
         if isinstance(data, str) and self.config.source != "jetstream":
-            return  # the firehose's frames are binary (DAG-CBOR)
+            return None  # the firehose's frames are binary (DAG-CBOR)
         try:
-            item = self.receive(data)
+            return self.receive(data)
         except StreamError:
             raise
         except Exception as exc:  # noqa: BLE001 (one bad frame does not end the stream)
             log.warning("sync: skipped a frame that could not be decoded: %r", exc)
-            return
-        if item is not None:
-            assert self._queue is not None
-            await self._queue.put(item)
+            return None
+
+    async def _deliver(self, item: Any) -> None:
+        assert self._queue is not None
+        await self._queue.put(item)
 
     async def _read(self) -> None:
         while True:
             url = await self._before_connect()
             try:
-                await read_stream(self.config.source, url, on_open=self._opened, on_frame=self._frame)
+                await read_stream(self.config.source, url, on_open=self._opened, on_frame=self._frame,
+                                  deliver=self._deliver)
                 if self.state == "stopped":
                     return
                 log.info("sync: the stream at %s closed", self.config.url)
