@@ -155,10 +155,10 @@ def config_overrides(stream: FakeStream, source: str) -> dict[str, Any]:
 
 
 async def until(check: Callable[[], bool], what: str, step: Callable[[], None] | None = None) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20  # generous: the machine may be busy
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within 10 s: {what}")
+            raise AssertionError(f"not within 20 s: {what}")
         if step is not None:
             step()
         await asyncio.sleep(0.02)
