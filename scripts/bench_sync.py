@@ -3,7 +3,7 @@
 applied, on one core; and the lag at a paced rate. Usage:
 
     .venv/bin/python scripts/bench_sync.py [--accounts 100] [--commits 3000] [--replay 200000]
-                                           [--rate 2000] [--seconds 10] [--frames PATH]
+                                           [--rate 2000] [--seconds 10] [--frames PATH] [--only-read]
 
 1. **Generate** (skipped with an existing ``--frames`` file): a devnet (PLC + PDS on
    loopback) gets `--accounts` accounts and `--commits` commits (posts and likes) spread
@@ -18,6 +18,10 @@ applied, on one core; and the lag at a paced rate. Usage:
    The work after the commit (re-reading a profile over the network) is left out.
 4. **Lag**: frames fed at `--rate` per second for `--seconds`; lag is the time from a
    relevant frame's arrival to the commit of its batch (median, p99, max).
+5. **Read**: the same frames, cycled up to `--replay`, sent over a loopback WebSocket by a
+   server in another process, read by the started sync (``app.sync.start()``: its reader,
+   filter, queue and applier) until every frame is read and every relevant event applied.
+   Only public entry points are used, so the same stage measures an older reader too.
 """
 
 from __future__ import annotations
@@ -141,7 +145,7 @@ def bench_filter(frames: list[bytes], members: list[str], replay: int) -> tuple[
 # ------------------------------------------------------------------ 3, 4. the whole consumer
 
 
-async def make_app(tmp: Path, members: list[str]) -> Any:
+async def make_app(tmp: Path, members: list[str], url: str = "http://127.0.0.1:9") -> Any:
     import yaml
 
     import plugins.communities.sync as communities_sync
@@ -156,7 +160,7 @@ async def make_app(tmp: Path, members: list[str]) -> Any:
     config_path = tmp / "config.yaml"
     config_path.write_text(yaml.safe_dump({
         "storage": {"state_dir": str(tmp / "state")}, "secret_key": "ab" * 32, "log_level": "error",
-        "sync": {"source": "firehose", "url": "http://127.0.0.1:9"}}))
+        "sync": {"source": "firehose", "url": url}}))
     config, pm = load_config(config_path, load_entry_points=False)
     app = await create_app(config, pm, start=False)
     now = app.clock.iso_now()
@@ -235,6 +239,52 @@ async def bench_lag(frames: list[bytes], members: list[str], rate: int, seconds:
             "p99": lags[int(len(lags) * 0.99) - 1] if lags else 0.0, "max": lags[-1] if lags else 0.0}
 
 
+# ------------------------------------------------------------------ 5. read over a WebSocket
+
+_SERVER = """
+import sys
+from websockets.sync.server import serve
+path, replay = sys.argv[1], int(sys.argv[2])
+data, frames, i = open(path, "rb").read(), [], 0
+while i < len(data):
+    n = int.from_bytes(data[i:i + 4], "big"); frames.append(data[i + 4:i + 4 + n]); i += 4 + n
+def handle(ws):
+    for k in range(replay):
+        ws.send(frames[k % len(frames)])
+    for _ in ws:
+        pass
+with serve(handle, "127.0.0.1", 0, max_size=None, compression=None) as server:
+    print(server.socket.getsockname()[1], flush=True)
+    server.serve_forever()
+"""
+
+
+async def bench_read(path: Path, members: list[str], replay: int) -> tuple[float, int]:
+    import subprocess
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, str(path), str(replay)], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        with tempfile.TemporaryDirectory() as tmp:
+            app = await make_app(Path(tmp), members, f"http://127.0.0.1:{port}")
+            sync = app.sync
+            await sync.start()
+            while sync.counts["frames"] == 0:
+                await asyncio.sleep(0.001)
+            started = time.perf_counter()
+            while sync.counts["frames"] < replay or sync.counts["applied"] < sync.counts["relevant"]:
+                await asyncio.sleep(0.005)
+            elapsed = time.perf_counter() - started
+            applied = sync.counts["applied"]
+            await sync.stop()
+            await app.shutdown()
+    finally:
+        server.terminate()
+        server.wait(5)
+    return (replay - 1) / elapsed, applied
+
+
 def main() -> int:
     import json
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -244,6 +294,7 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--frames", type=Path, default=Path(tempfile.gettempdir()) / "commonroom-sync-frames.bin")
+    parser.add_argument("--only-read", action="store_true", help="measure stage 5 only (for an A/B of readers)")
     args = parser.parse_args()
     if args.frames.exists() and args.frames.with_suffix(".json").exists():
         meta = json.loads(args.frames.with_suffix(".json").read_text())
@@ -256,6 +307,11 @@ def main() -> int:
     sizes = sorted(len(f) for f in frames)
     print(f"frames: {len(frames)}, median {statistics.median(sizes):.0f} bytes", flush=True)
 
+    if args.only_read:
+        per_second, applied = asyncio.run(bench_read(args.frames, members, args.replay))
+        print(f"read over loopback: {per_second:9,.0f} frames/s  ({applied} events applied)")
+        return 0
+
     per_second, relevant = bench_filter(frames, members, args.replay)
     print(f"filter alone:      {per_second:10,.0f} frames/s  ({relevant} of {args.replay} relevant, "
           f"{100 * relevant / args.replay:.1f} %)", flush=True)
@@ -264,6 +320,8 @@ def main() -> int:
     lag = asyncio.run(bench_lag(frames, members, args.rate, args.seconds))
     print(f"lag at {args.rate}/s for {args.seconds:.0f} s: median {lag['median'] * 1000:.1f} ms, "
           f"p99 {lag['p99'] * 1000:.1f} ms, max {lag['max'] * 1000:.1f} ms ({lag['events']} relevant events)")
+    per_second, applied = asyncio.run(bench_read(args.frames, members, args.replay))
+    print(f"read over loopback: {per_second:9,.0f} frames/s  ({applied} events applied)")
     return 0
 
 

@@ -3,9 +3,9 @@ relevant events to plugins in the transaction that saves the cursor (docs/sync.m
 
 Two tasks:
 
-* the **reader** keeps a connection open through the atproto SDK's reconnecting client
-  (`AsyncFirehoseSubscribeReposClient` or `AsyncJetstreamClient`), filters every frame as it
-  arrives (`daemon.sync.filters`) and queues the relevant events;
+* the **reader** keeps a connection open (`daemon.sync.reader`, over the `websockets`
+  client), dialling again after a failure, filters every frame as it arrives
+  (`daemon.sync.filters`) and queues the relevant events;
 * the **applier** takes up to ``sync.batch_size`` queued events, and in one transaction
   calls ``cr_sync_events_tx`` and saves the cursor; after the commit it calls
   ``cr_sync_events`` (work that needs the network, made durable in the transaction).
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from daemon.sync.events import Interest, SyncEvent
 from daemon.sync.filters import FilterState, FirehoseFilter, JetstreamFilter, StreamError
+from daemon.sync.reader import read_stream, stream_url
 from store import sync as store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,22 +54,6 @@ async def _call_hook(hook: Any, **kwargs: Any) -> list[Any]:
     the runtime layer, so it does not import `daemon.runtime.plugins.call_hook`)."""
     return [await result if inspect.isawaitable(result) else result for result in hook(**kwargs)]
 
-
-class _Connected:
-    """The websocket's connect, marking the sync ``live`` as soon as the connection opens:
-    a quiet stream (a small PDS nobody writes to) is live too, not still "connecting"."""
-
-    def __init__(self, connect: Any, sync: "Sync") -> None:
-        self._connect, self._sync = connect, sync
-
-    async def __aenter__(self) -> Any:
-        websocket = await self._connect.__aenter__()
-        if self._sync.state != "stopped":
-            self._sync.state = "live"
-        return websocket
-
-    async def __aexit__(self, *exc: Any) -> Any:
-        return await self._connect.__aexit__(*exc)
 
 class _Recheck:
     """A frame filtered out while the interest set may have been stale: filtered again
@@ -102,9 +87,10 @@ class Sync:
         self._writing: dict[str, int] = {}  # repos this service is writing to, and how many writes
         self._writes_done = asyncio.Event()
         self._saved: int | None = None
+        self._from_live = False  # the stream refused our cursor: resume from now, not _saved
         self._failures = 0
         self._queue: asyncio.Queue[Any] | None = None
-        self._client: Any = None
+        self._connection: Any = None  # the open WebSocket connection (daemon.sync.reader)
         self._tasks: list[asyncio.Task[Any]] = []
         #: The last commit rev seen per followed repo (in stream order), to notice a gap.
         self._last_rev: dict[str, str] = {}
@@ -202,8 +188,9 @@ class Sync:
             self._seen = got
         return None
 
-    async def _before_connect(self, client: Any) -> None:
-        """Before every dial: the backoff (on the app's clock), then resume at the cursor."""
+    async def _before_connect(self) -> str:
+        """Before every dial: the backoff (on the app's clock); the URL that resumes at the
+        cursor."""
         if self._failures:
             delay = min(float(self.config.max_backoff_seconds), 2.0 ** (self._failures - 1))
             self.state = "backoff"
@@ -214,82 +201,57 @@ class Sync:
         self.state = "connecting"
         # What was received is queued or was irrelevant: resume after it (the saved cursor
         # only matters after a restart, when the queue is gone too).
-        cursor = self._received if self._received is not None else self._saved
-        params: dict[str, Any] = {}
-        if cursor is not None:
-            # the firehose resumes after the cursor; Jetstream replays from it (inclusive)
-            params["cursor"] = cursor + 1 if self.config.source == "jetstream" else cursor
-        client.update_params(params)
+        # After a refused cursor, from the live stream: not from what the applier saves for
+        # the events received before the refusal.
+        cursor = self._received if self._received is not None else None if self._from_live else self._saved
+        if cursor is not None and self.config.source == "jetstream":
+            cursor += 1  # the firehose resumes after the cursor; Jetstream replays from it (inclusive)
+        return stream_url(self.config.source, self.config.url or "", cursor)
 
-    def _make_client(self) -> Any:
-        sync = self
-        url = self.config.url or ""
-        # the SDK dials <base_uri>/<method>: base_uri is the ws(s) URL ending in /xrpc
-        base_uri = url.rstrip("/").replace("https://", "wss://", 1).replace("http://", "ws://", 1)
-        if self.config.source == "jetstream":
-            from atproto_jetstream import AsyncJetstreamClient as Base
-            base_uri = base_uri.removesuffix("/network.bsky.jetstream.subscribeEvents")
-            kwargs: dict[str, Any] = {"compress": False}
-        else:
-            from atproto_firehose import AsyncFirehoseSubscribeReposClient as Base
-            base_uri = base_uri.removesuffix("/com.atproto.sync.subscribeRepos")
-            kwargs = {}
-        if not base_uri.endswith("/xrpc"):
-            base_uri += "/xrpc"
+    def _opened(self, connection: Any) -> None:
+        """The connection is open: the sync is ``live`` (a quiet stream, a small PDS nobody
+        writes to, is live too, not still "connecting")."""
+        self._connection = connection
+        if self.state != "stopped":
+            self.state = "live"
 
-        class Client(Base):  # type: ignore[misc, valid-type]
-            def _get_reconnection_delay(self) -> float:
-                return 0.0  # ours is slept on the app's clock in _before_connect
+    def _frame(self, data: bytes | str) -> Any:
+        """One raw frame of the stream, filtered: the item to queue, or None."""
+        self._failures = 0  # a frame came: the connection works (backoff starts over)
+        if isinstance(data, str) and self.config.source != "jetstream":
+            return None  # the firehose's frames are binary (DAG-CBOR)
+        try:
+            return self.receive(data)
+        except StreamError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (one bad frame does not end the stream)
+            log.warning("sync: skipped a frame that could not be decoded: %r", exc)
+            return None
 
-            async def _before_connect(self) -> None:
-                await sync._before_connect(self)
-
-            def _get_async_client(self) -> Any:
-                return _Connected(super()._get_async_client(), sync)
-
-            def _decode_frame(self, raw_frame: Any) -> Any:
-                if sync._failures:
-                    sync._failures = 0  # a frame came: the connection works (backoff starts over)
-                compression = getattr(self, "_compression", None)  # Jetstream's zstd, when on
-                if compression is not None and isinstance(raw_frame, (bytes, bytearray)):
-                    raw_frame = compression.decompress(bytes(raw_frame))
-                return sync.receive(raw_frame)
-
-            def _handle_frame_decoding_error(self, exception: Exception) -> None:
-                if isinstance(exception, StreamError):
-                    raise exception
-                log.warning("sync: skipped a frame that could not be decoded: %r", exception)
-
-            async def _process_frame(self, frame: Any) -> None:
-                assert sync._queue is not None
-                await sync._queue.put(frame)
-
-        # No receive timeout: the websocket's pings notice a dead connection, and a quiet
-        # stream (a small PDS) is not a failure.
-        return Client(base_uri=base_uri, recv_timeout=None, **kwargs)
+    async def _deliver(self, item: Any) -> None:
+        assert self._queue is not None
+        await self._queue.put(item)
 
     async def _read(self) -> None:
         while True:
-            self._client = self._make_client()
+            url = await self._before_connect()
             try:
-                await self._client.start(self._ignore)
+                await read_stream(self.config.source, url, on_open=self._opened, on_frame=self._frame,
+                                  deliver=self._deliver)
                 if self.state == "stopped":
                     return
                 log.info("sync: the stream at %s closed", self.config.url)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 (the SDK wraps what it does not know)
-                refusal = exc if isinstance(exc, StreamError) else exc.__cause__
-                if isinstance(refusal, StreamError):
-                    log.warning("sync: the stream at %s refused us: %s", self.config.url, refusal)
-                    if refusal.error in ("FutureCursor", "OutdatedCursor", "CursorTooOld"):
-                        await self._queue_gap()
-                else:
-                    log.warning("sync: the connection to %s failed: %r", self.config.url, exc)
+            except StreamError as refusal:
+                log.warning("sync: the stream at %s refused us: %s", self.config.url, refusal)
+                if refusal.error in ("FutureCursor", "OutdatedCursor", "CursorTooOld"):
+                    await self._queue_gap()
+            except Exception as exc:  # noqa: BLE001 (a failed connection is dialled again)
+                log.warning("sync: the connection to %s failed: %r", self.config.url, exc)
+            finally:
+                self._connection = None
             self._failures = max(self._failures, 1)
-
-    async def _ignore(self, frame: Any) -> None:  # the frames go through _process_frame
-        return None
 
     async def _queue_gap(self) -> None:
         """A cursor the stream cannot resume from: start again from now, and have every
@@ -297,6 +259,7 @@ class Sync:
         log.warning("sync: cursor %s cannot be resumed at %s: starting from the live stream "
                     "and reindexing every community", self._saved, self.config.url)
         self._saved = self.cursor = self._received = None
+        self._from_live = True
         assert self._queue is not None
         await self._queue.put(SyncEvent("gap", "", -1))
 
@@ -422,9 +385,9 @@ class Sync:
             return
         self.state = "stopped"
         reader, applier = self._tasks[1], self._tasks[0]
-        if self._client is not None:
+        if self._connection is not None:
             try:
-                await asyncio.wait_for(self._client.stop(), 2.0)
+                await asyncio.wait_for(self._connection.close(), 2.0)
             except Exception:  # noqa: BLE001
                 pass
         reader.cancel()
