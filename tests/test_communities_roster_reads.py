@@ -128,3 +128,38 @@ async def test_a_members_only_roster_is_listed_to_an_untrusted_app_only_with_the
     refused(await client.get(members_path, api_key=stranger.key, params={"userDid": outsider["did"]},
                              headers=bearer(token(devnet, outsider, "membership.listMembers"))), 403, "members_hidden")
     assert (await creator.get(members_path, userDid=bob["did"])).status == 200
+
+
+@pytest.mark.parametrize("visibility", ["members", "admins"])
+async def test_a_private_hidden_roster_does_not_answer_membership_through_record_reads(
+        app, client, people, devnet, visibility):
+    """A private community's records are read by naming a member as userDid: 200 for a
+    member and 403 `not_member` for anyone else would answer `membership/check`'s question
+    for any DID. An app from which the roster is hidden must prove the user it names."""
+    from store import communities as communities_store
+    from tests.fixtures_communities import seed_community
+
+    creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = await seed_community(app, alice["did"], type="private", creator_app_id=creator.app_id,
+                               members=(bob["did"],))
+    async with app.db.transaction("tests.hidden_private") as tx:
+        await communities_store.set_visibility_tx(tx, did, None, roster_visibility=visibility)
+        await communities_store.allow_app_tx(tx, did, stranger.app_id, alice["did"], app.clock.iso_now())
+    for tail in (f"/{NOTE}", f"/{NOTE}/b1"):
+        for user in (bob, carol, alice):
+            refused(await stranger.get(path(did, tail), userDid=user["did"]), 403, "roster_hidden")
+
+    def as_user(user: dict) -> dict:
+        return {"api_key": stranger.key, "params": {"userDid": user["did"]},
+                "headers": bearer(token(devnet, user, "record.read"))}
+
+    own = await client.get(path(did, f"/{NOTE}"), **as_user(bob))
+    assert own.status == 200 and own.json()["records"] == [], own.text
+    refused(await client.get(path(did, f"/{NOTE}/b1"), **as_user(bob)), 404, "record_not_found")
+    refused(await client.get(path(did, f"/{NOTE}"), **as_user(carol)), 403, "not_member")  # about herself
+    refused(await client.get(path(did, f"/{NOTE}"), api_key=stranger.key, params={"userDid": bob["did"]},
+                             headers=bearer(token(devnet, carol, "record.read"))), 401, "proof_wrong_user")
+    # the creator app is trusted with the roster: as before
+    assert (await creator.get(path(did, f"/{NOTE}"), userDid=bob["did"])).status == 200
+    refused(await creator.get(path(did, f"/{NOTE}"), userDid=carol["did"]), 403, "not_member")

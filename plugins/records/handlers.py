@@ -44,6 +44,10 @@ WRITE_ERRORS = {403: "not_member, not_author, not_permitted, collection_protecte
                 409: "record_exists", 413: "record_too_large", 502: ""}
 USER_DID = query("userDid", description="a member's DID: required to read a private community's records, "
                                       "checked only there")
+#: Reading a private community's records as a member: asked for only where the community
+#: hides its roster from the app (`check_read`).
+READ = UserMethod("record.read", "userDid", "Read a private community's records as a member (needed only "
+                                            "where the roster is hidden from the app)")
 
 
 def record_json(row: Row, *, sees_roster: bool = True) -> dict[str, Any]:
@@ -241,9 +245,11 @@ class RecordsHandler(RecordsBase):
 class CollectionHandler(RecordsBase):
     """GET …/records/:collection: the collection's records, newest first."""
 
+    user_methods = {"GET": READ}
+
     @operation("A collection's records, newest first", paged=True,
                params=[USER_DID, query("authorDid", DID_SCHEMA)], responses={200: page("records", RECORD)},
-               errors={403: "members_only, not_member, roster_hidden"})
+               errors={401: "a bad service-auth token (proof_*)", 403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str) -> None:
         community = await self.community(raw_did)
         did = community["did"]
@@ -270,15 +276,24 @@ class CollectionHandler(RecordsBase):
         if not user:
             raise ApiError(403, "members_only",
                            "This community is private: pass the userDid of a member to read its records.")
-        await self.require_member(community["did"], require_did(user, "userDid"))
+        user = require_did(user, "userDid")
+        if not await app_sees_roster(self.app.db, community["did"], self.principal.app_id):
+            # 200 for a member and 403 not_member for anyone else would answer, for any DID,
+            # the question membership/check answers such an app only with the user's proof.
+            proven = bool(self.request.headers.get("Authorization")) and \
+                await self.app.proofs.acting_user(self, user, READ)
+            if not proven:
+                raise ROSTER_HIDDEN(community["did"])
+        await self.require_member(community["did"], user)
 
 
 class RecordHandler(CollectionHandler):
     """GET and DELETE …/records/:collection/:rkey."""
 
-    user_methods = {"DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
+    user_methods = {"GET": READ, "DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
 
-    @operation("One record", params=[USER_DID], responses={200: RECORD}, errors={403: "members_only, not_member"})
+    @operation("One record", params=[USER_DID], responses={200: RECORD},
+               errors={401: "a bad service-auth token (proof_*)", 403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:  # type: ignore[override]
         community = await self.community(raw_did)
         collection = require_nsid(unquote(raw_collection), "collection")
