@@ -62,6 +62,17 @@ async def test_a_token_whose_alg_is_not_a_string_is_a_proof_error_not_a_500(app:
     assert resp.status == 401 and resp.json()["error"] == "proof_bad_signature", resp.text
 
 
+async def test_a_token_whose_claims_nest_too_deep_is_a_proof_error_not_a_500(app: Any, client: Any) -> None:
+    """Claims nested deeper than the JSON parser goes (a RecursionError) fit in a token's
+    8 KiB: they are no JWT, as for a request body, not an internal error."""
+    api = await Api.make(app, client)
+    did = await seed_community(app, ADMIN, creator_app_id=api.app_id)
+    deep = base64.urlsafe_b64encode(b"[" * 3000 + b"]" * 3000).decode().rstrip("=")
+    resp = await client.post(api.path(did, "/members/join"), api_key=api.key, json={"userDid": USER},
+                             headers={"Authorization": f"Bearer {_token({'alg': 'ES256K'}, deep)}"})
+    assert resp.status == 401 and resp.json()["error"] == "proof_bad_signature", resp.text
+
+
 # ------------------------------------------------------------------ keys in the configuration
 
 
