@@ -163,3 +163,27 @@ async def test_a_private_hidden_roster_does_not_answer_membership_through_record
     # the creator app is trusted with the roster: as before
     assert (await creator.get(path(did, f"/{NOTE}"), userDid=bob["did"])).status == 200
     refused(await creator.get(path(did, f"/{NOTE}"), userDid=carol["did"]), 403, "not_member")
+
+
+@pytest.mark.parametrize("visibility", ["members", "admins"])
+async def test_a_hidden_roster_does_not_answer_who_wrote_what_through_record_changes(
+        app, client, people, devnet, visibility):
+    """An unchanged PUT of a record answered 200 for its author, 403 `not_permitted` or
+    `app_not_trusted` for another member and 403 `not_member` for anyone else, and a DELETE
+    the same refusals: who wrote what and who the members are, which the reads hide. An app
+    from which the roster is hidden must prove the user it changes or deletes records as."""
+    creator, stranger, did, alice, bob = await hidden_community(app, client, people, visibility)
+    carol = people("carol")
+    same = {"collection": NOTE, "rkey": "b1", "record": note("bob's note", NOTE)}
+    for user in (bob, alice, carol):
+        refused(await client.put(path(did), api_key=stranger.key, json={"userDid": user["did"], **same}),
+                403, "roster_hidden")
+        refused(await client.delete(path(did, f"/{NOTE}/b1"), api_key=stranger.key, json={"userDid": user["did"]}),
+                403, "roster_hidden")
+    proven = await client.put(path(did), api_key=stranger.key, json={"userDid": bob["did"], **same},
+                              headers=bearer(token(devnet, bob, "record.update")))
+    assert proven.status == 200, proven.text
+    refused(await client.put(path(did), api_key=stranger.key, json={"userDid": carol["did"], **same},
+                             headers=bearer(token(devnet, carol, "record.update"))), 403, "not_member")
+    # the creator app is trusted with the roster: as before, no proof needed
+    assert (await client.put(path(did), api_key=creator.key, json={"userDid": bob["did"], **same})).status == 200
