@@ -187,3 +187,27 @@ async def test_a_hidden_roster_does_not_answer_who_wrote_what_through_record_cha
                              headers=bearer(token(devnet, carol, "record.update"))), 403, "not_member")
     # the creator app is trusted with the roster: as before, no proof needed
     assert (await client.put(path(did), api_key=creator.key, json={"userDid": bob["did"], **same})).status == 200
+
+
+async def test_the_community_list_answers_alike_for_a_member_of_a_hidden_private_community(app, client, people):
+    """A private community hidden from the app's roster view is left out of a user's list;
+    left out after the page was cut, it left an empty page with a cursor for a member and
+    a full one for anyone else."""
+    from store import communities as communities_store
+    from tests.fixtures_communities import seed_community
+
+    creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    await seed_community(app, alice["did"], type="open", creator_app_id=creator.app_id)
+    hidden = await seed_community(app, alice["did"], type="private", creator_app_id=creator.app_id,
+                                  members=(bob["did"],))
+    async with app.db.transaction("tests.hidden_private") as tx:
+        await communities_store.set_visibility_tx(tx, hidden, None, roster_visibility="members")
+        await communities_store.allow_app_tx(tx, hidden, stranger.app_id, alice["did"], app.clock.iso_now())
+    for limit in (1, 2, 100):
+        seen = [(await stranger.get("/api/v1/communities", userDid=user["did"], limit=limit)).json()
+                for user in (bob, carol)]
+        assert seen[0] == seen[1], (limit, seen)
+    # the creator app sees the roster: bob's private community is listed to it
+    listed = (await creator.get("/api/v1/communities", userDid=bob["did"], limit=100)).json()["communities"]
+    assert hidden in [c["did"] for c in listed]
