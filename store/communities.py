@@ -141,11 +141,18 @@ def fts_query(text: str) -> str | None:
 async def list_communities(db: Database, *, query: str | None, user_did: str | None,
                            app_id: str | None, limit: int, before_id: int | None) -> list[Row]:
     """Active, listed communities, newest first, that the app may see; private ones only
-    where `user_did` is a member. With `query`, only those matching it. Keyset on `id`.
-    Unlisted ones never appear (they are reached by DID or invite)."""
-    params: list[Any] = [user_did, app_id, app_id, app_id]
+    where `user_did` is a member, and then only where the app may see the roster (the
+    roster is public, or the app created the community or manages it: listing it would
+    say that the user is a member; access.app_sees_roster). With `query`, only those
+    matching it. Keyset on `id`. Unlisted ones never appear (they are reached by DID or
+    invite)."""
+    params: list[Any] = [user_did, app_id, app_id, app_id, app_id, app_id, app_id]
     member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
-    where = ["c.state = 'active'", "c.listed = 1", _VISIBLE_SQL, "(c.type != 'private' OR m.id IS NOT NULL)"]
+    # Filtered here, not after the page is cut: a page left empty would still say so.
+    private_ok = ("(c.type != 'private' OR (m.id IS NOT NULL AND (c.roster_visibility = 'public' OR ? IS NULL "
+                  "OR c.creator_app_id = ? OR EXISTS (SELECT 1 FROM community_apps a WHERE a.community_did = c.did "
+                  "AND a.app_id = ? AND a.manage = 1))))")
+    where = ["c.state = 'active'", "c.listed = 1", _VISIBLE_SQL, private_ok]
     if before_id is not None:
         where.append("c.id < ?")
         params.append(before_id)

@@ -209,6 +209,52 @@ def test_a_backup_signed_with_the_configured_secret_key_or_none(tmp_path: Path) 
     assert _cli(target, "restore", "--unsigned", str(tmp_path / "plain")).returncode == 0
 
 
+def _signed_backup(tmp_path: Path) -> tuple[Path, dict[str, int], backup.SigningKey]:
+    """A backup signed with the operator's key, written by the library (no CLI)."""
+    assert _cli(_config_file(tmp_path, "one"), "migrate").returncode == 0
+    key = backup.SigningKey("backup_key", bytes.fromhex(BACKUP_KEY))
+    db = tmp_path / "one" / "commonroom.sqlite3"
+    backup.backup(db, tmp_path / "one", tmp_path / "bk", declared_files=[], secret_key_configured=True,
+                  signing_key=key)
+    return tmp_path / "bk", backup.schema_versions(db), key
+
+
+def _restore(bk: Path, target: Path, schema: dict[str, int], key: backup.SigningKey, **kwargs: Any) -> Any:
+    return backup.restore(bk, target, "commonroom.sqlite3", schema, secret_key_configured=True,
+                          declared_files=[], keys=[key], **kwargs)
+
+
+def test_a_signature_that_is_not_ascii_is_refused_with_the_usual_message(tmp_path: Path) -> None:
+    """hmac.compare_digest raises TypeError for a str that is not ASCII: a manifest made by
+    hand must not turn a refusal into a traceback."""
+    bk, schema, key = _signed_backup(tmp_path)
+    manifest = json.loads((bk / "manifest.json").read_text())
+    manifest["signature"]["value"] = "\u00e9" * 64
+    (bk / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(backup.BackupError, match="signature does not verify"):
+        _restore(bk, tmp_path / "two", schema, key)
+    assert not (tmp_path / "two" / "commonroom.sqlite3").exists()
+
+
+def test_a_file_swapped_after_the_checks_is_not_restored(tmp_path: Path) -> None:
+    """The checks read the backup's files, then the restore copies them: a file replaced in
+    between (someone who can write where the backups are) must not be what gets restored."""
+    bk, schema, key = _signed_backup(tmp_path)
+    planted = tmp_path / "planted.sqlite3"
+    subprocess.run(["cp", str(bk / "commonroom.sqlite3"), str(planted)], check=True)
+    with sqlite3.connect(planted) as conn:
+        conn.execute("CREATE TABLE planted (x)")
+
+    def swap(message: str) -> None:
+        if message == "copying commonroom.sqlite3":
+            planted.replace(bk / "commonroom.sqlite3")
+
+    with pytest.raises(backup.BackupError, match="changed while"):
+        _restore(bk, tmp_path / "two", schema, key, progress=swap)
+    assert not (tmp_path / "two" / "commonroom.sqlite3").exists()
+    assert not (tmp_path / "two" / ".restore.partial").exists()
+
+
 def test_restore_refuses_while_a_daemon_holds_the_state_dir(tmp_path: Path) -> None:
     source = _config_file(tmp_path, "one")
     assert _cli(source, "migrate").returncode == 0

@@ -175,3 +175,19 @@ async def test_reindex_ignores_grants_to_members_who_joined_after_the_record_was
     assert summary["roleHolders"] == 1
     assert await api.check(did, bob["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
     assert (await api.check(did, carol["did"]))["roles"] == ["moderator"]
+
+
+async def test_reindex_skips_role_entries_it_cannot_read(app):
+    """The roles record comes from the repo: a member entry whose `did` or a role that is
+    not a string (a list: unhashable) is skipped, not a TypeError that stops the reindex."""
+    from plugins.communities import roles
+    from tests.fixtures_communities import seed_community
+
+    bob = "did:plc:bobbobbobbobbobbobbobbob"
+    did = await seed_community(app, "did:plc:alicealicealicealiceali", members=(bob,))
+    record = {"updatedAt": "2030-01-01T00:00:00.000Z", "roles": [],
+              "members": [{"did": [bob], "roles": ["moderator"]}, {"did": {"x": 1}, "roles": ["moderator"]},
+                          {"did": bob, "roles": [["moderator"], {"a": 1}, "moderator"]}]}
+    async with app.db.transaction("tests.rebuild") as tx:
+        out = await roles.rebuild_tx(tx, did, record, {bob: "2026-01-01T00:00:00.000Z"}, app.clock.iso_now())
+    assert out == {"roles": [], "roleHolders": 1}

@@ -128,3 +128,86 @@ async def test_a_members_only_roster_is_listed_to_an_untrusted_app_only_with_the
     refused(await client.get(members_path, api_key=stranger.key, params={"userDid": outsider["did"]},
                              headers=bearer(token(devnet, outsider, "membership.listMembers"))), 403, "members_hidden")
     assert (await creator.get(members_path, userDid=bob["did"])).status == 200
+
+
+@pytest.mark.parametrize("visibility", ["members", "admins"])
+async def test_a_private_hidden_roster_does_not_answer_membership_through_record_reads(
+        app, client, people, devnet, visibility):
+    """A private community's records are read by naming a member as userDid: 200 for a
+    member and 403 `not_member` for anyone else would answer `membership/check`'s question
+    for any DID. An app from which the roster is hidden must prove the user it names."""
+    from store import communities as communities_store
+    from tests.fixtures_communities import seed_community
+
+    creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = await seed_community(app, alice["did"], type="private", creator_app_id=creator.app_id,
+                               members=(bob["did"],))
+    async with app.db.transaction("tests.hidden_private") as tx:
+        await communities_store.set_visibility_tx(tx, did, None, roster_visibility=visibility)
+        await communities_store.allow_app_tx(tx, did, stranger.app_id, alice["did"], app.clock.iso_now())
+    for tail in (f"/{NOTE}", f"/{NOTE}/b1"):
+        for user in (bob, carol, alice):
+            refused(await stranger.get(path(did, tail), userDid=user["did"]), 403, "roster_hidden")
+
+    def as_user(user: dict) -> dict:
+        return {"api_key": stranger.key, "params": {"userDid": user["did"]},
+                "headers": bearer(token(devnet, user, "record.read"))}
+
+    own = await client.get(path(did, f"/{NOTE}"), **as_user(bob))
+    assert own.status == 200 and own.json()["records"] == [], own.text
+    refused(await client.get(path(did, f"/{NOTE}/b1"), **as_user(bob)), 404, "record_not_found")
+    refused(await client.get(path(did, f"/{NOTE}"), **as_user(carol)), 403, "not_member")  # about herself
+    refused(await client.get(path(did, f"/{NOTE}"), api_key=stranger.key, params={"userDid": bob["did"]},
+                             headers=bearer(token(devnet, carol, "record.read"))), 401, "proof_wrong_user")
+    # the creator app is trusted with the roster: as before
+    assert (await creator.get(path(did, f"/{NOTE}"), userDid=bob["did"])).status == 200
+    refused(await creator.get(path(did, f"/{NOTE}"), userDid=carol["did"]), 403, "not_member")
+
+
+@pytest.mark.parametrize("visibility", ["members", "admins"])
+async def test_a_hidden_roster_does_not_answer_who_wrote_what_through_record_changes(
+        app, client, people, devnet, visibility):
+    """An unchanged PUT of a record answered 200 for its author, 403 `not_permitted` or
+    `app_not_trusted` for another member and 403 `not_member` for anyone else, and a DELETE
+    the same refusals: who wrote what and who the members are, which the reads hide. An app
+    from which the roster is hidden must prove the user it changes or deletes records as."""
+    creator, stranger, did, alice, bob = await hidden_community(app, client, people, visibility)
+    carol = people("carol")
+    same = {"collection": NOTE, "rkey": "b1", "record": note("bob's note", NOTE)}
+    for user in (bob, alice, carol):
+        refused(await client.put(path(did), api_key=stranger.key, json={"userDid": user["did"], **same}),
+                403, "roster_hidden")
+        refused(await client.delete(path(did, f"/{NOTE}/b1"), api_key=stranger.key, json={"userDid": user["did"]}),
+                403, "roster_hidden")
+    proven = await client.put(path(did), api_key=stranger.key, json={"userDid": bob["did"], **same},
+                              headers=bearer(token(devnet, bob, "record.update")))
+    assert proven.status == 200, proven.text
+    refused(await client.put(path(did), api_key=stranger.key, json={"userDid": carol["did"], **same},
+                             headers=bearer(token(devnet, carol, "record.update"))), 403, "not_member")
+    # the creator app is trusted with the roster: as before, no proof needed
+    assert (await client.put(path(did), api_key=creator.key, json={"userDid": bob["did"], **same})).status == 200
+
+
+async def test_the_community_list_answers_alike_for_a_member_of_a_hidden_private_community(app, client, people):
+    """A private community hidden from the app's roster view is left out of a user's list;
+    left out after the page was cut, it left an empty page with a cursor for a member and
+    a full one for anyone else."""
+    from store import communities as communities_store
+    from tests.fixtures_communities import seed_community
+
+    creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    await seed_community(app, alice["did"], type="open", creator_app_id=creator.app_id)
+    hidden = await seed_community(app, alice["did"], type="private", creator_app_id=creator.app_id,
+                                  members=(bob["did"],))
+    async with app.db.transaction("tests.hidden_private") as tx:
+        await communities_store.set_visibility_tx(tx, hidden, None, roster_visibility="members")
+        await communities_store.allow_app_tx(tx, hidden, stranger.app_id, alice["did"], app.clock.iso_now())
+    for limit in (1, 2, 100):
+        seen = [(await stranger.get("/api/v1/communities", userDid=user["did"], limit=limit)).json()
+                for user in (bob, carol)]
+        assert seen[0] == seen[1], (limit, seen)
+    # the creator app sees the roster: bob's private community is listed to it
+    listed = (await creator.get("/api/v1/communities", userDid=bob["did"], limit=100)).json()["communities"]
+    assert hidden in [c["did"] for c in listed]

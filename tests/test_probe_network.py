@@ -62,6 +62,17 @@ async def test_a_token_whose_alg_is_not_a_string_is_a_proof_error_not_a_500(app:
     assert resp.status == 401 and resp.json()["error"] == "proof_bad_signature", resp.text
 
 
+async def test_a_token_whose_claims_nest_too_deep_is_a_proof_error_not_a_500(app: Any, client: Any) -> None:
+    """Claims nested deeper than the JSON parser goes (a RecursionError) fit in a token's
+    8 KiB: they are no JWT, as for a request body, not an internal error."""
+    api = await Api.make(app, client)
+    did = await seed_community(app, ADMIN, creator_app_id=api.app_id)
+    deep = base64.urlsafe_b64encode(b"[" * 3000 + b"]" * 3000).decode().rstrip("=")
+    resp = await client.post(api.path(did, "/members/join"), api_key=api.key, json={"userDid": USER},
+                             headers={"Authorization": f"Bearer {_token({'alg': 'ES256K'}, deep)}"})
+    assert resp.status == 401 and resp.json()["error"] == "proof_bad_signature", resp.text
+
+
 # ------------------------------------------------------------------ keys in the configuration
 
 
@@ -436,3 +447,51 @@ def test_connection_settings_out_of_range_are_configuration_errors(server: dict[
         Config.from_mapping({"server": server})
     assert refused.value.path == key
     assert Config.from_mapping({"server": {"max_connections_per_address": 0}}).server.max_connections_per_address == 0
+
+
+async def test_a_refused_tls_connection_that_never_starts_its_handshake_is_closed_soon(
+        io_loop: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """Over the cap, the 429 is written and the connection closed; with TLS served directly
+    (`server.tls_cert`) that write waits for the client's handshake, so a client that opens
+    TCP connections and sends nothing kept every refused one open, uncounted: the cap did
+    not hold. A refusal gives the client a few seconds at most."""
+    import asyncio
+    import ssl
+
+    from tornado.testing import bind_unused_port
+    from tornado.web import Application
+
+    from commonroom_testing.localnet import make_test_ca
+    from daemon.http import server as server_mod
+
+    monkeypatch.setattr(server_mod, "REFUSE_TIMEOUT", 0.3, raising=False)
+    ca = make_test_ca(tmp_path, ["localhost"])
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(str(ca.cert_pem), str(ca.key_pem))
+    srv = server_mod.Server(Application(), limits=server_mod.ConnectionLimits(1, 0), ssl_options=tls,
+                            idle_connection_timeout=60)
+    sock, port = bind_unused_port()
+    srv.add_sockets([sock])
+    first = socket.create_connection(("127.0.0.1", port))  # the address's one connection
+    second = None
+    try:
+        await asyncio.sleep(0.2)
+        second = socket.create_connection(("127.0.0.1", port))  # over the cap; no TLS ever
+        second.setblocking(False)
+        closed = False
+        deadline = time.monotonic() + 3
+        while not closed and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            try:
+                closed = second.recv(1) == b""
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                closed = True
+        assert closed, "the refused connection is still open"
+        assert srv.limits.refused == 1
+    finally:
+        srv.stop()
+        first.close()
+        if second is not None:
+            second.close()

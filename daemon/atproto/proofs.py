@@ -160,9 +160,10 @@ class Proofs:
         try:
             payload_raw, signing_input, header, signature = parse_jwt(token)
             claims = strict_json_loads(payload_raw)  # no claim named twice
-        except (TokenDecodeError, ValueError, UnicodeDecodeError):
+        except (TokenDecodeError, ValueError, UnicodeDecodeError, RecursionError):
+            # RecursionError: claims nested deeper than the parser goes (they fit in 8 KiB)
             raise _refuse("proof_bad_signature", "The proof is not a JWT.") from None
-        alg = header.get("alg")
+        alg = header.get("alg") if isinstance(header, dict) else None
         # `alg` comes from the sender: a list or an object is as unusable as an unknown name
         if not isinstance(claims, dict) or not isinstance(alg, str) or alg not in _ALGS:
             raise _refuse("proof_bad_signature", "The proof must be a JWT signed with ES256K or ES256.")

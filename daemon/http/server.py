@@ -4,7 +4,9 @@ connections from freezing it (docs/operations.md, "Connection floods").
 * **Per-address cap.** At most `server.max_connections_per_address` open HTTP connections
   from one client address (an IPv6 client: from one /64, which any one of them holds).
   A connection over the cap is answered ``429 too_many_connections`` at once and closed,
-  so it costs a file descriptor for a moment, not for the idle timeout. Addresses in
+  so it costs a file descriptor for a moment, not for the idle timeout (at most
+  `REFUSE_TIMEOUT`: with TLS served directly, a client that never starts its handshake
+  cannot hold it longer). Addresses in
   `server.trusted_proxies` are exempt (every client behind the proxy arrives from it; the
   proxy limits them). WebSocket subscribers are counted on their own, against
   `server.max_websockets_per_address`, by the route that upgrades them
@@ -27,6 +29,7 @@ method, with its own accept loop in place of `tornado.netutil.add_accept_handler
 
 from __future__ import annotations
 
+import datetime
 import errno
 import ipaddress
 import logging
@@ -36,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tornado import iostream
+from tornado import gen, iostream
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 
@@ -45,6 +48,10 @@ log = logging.getLogger("commonroom.http")
 #: At most one line a minute about failed accepts or refused connections.
 ACCEPT_LOG_INTERVAL = 60.0
 _BACKOFF_FIRST, _BACKOFF_MAX = 0.05, 1.0
+#: How long a refused connection may take to receive its 429 before it is closed anyway:
+#: with TLS served directly, the write waits for the client's handshake, which a flooding
+#: client never sends (the refused connection is not counted, so it must not linger).
+REFUSE_TIMEOUT = 5.0
 #: Connections accepted in one go before other work gets a turn (Tornado's figure).
 _ACCEPT_BATCH = 128
 
@@ -193,8 +200,11 @@ class Server(HTTPServer):
 
     async def _refuse(self, stream: iostream.IOStream) -> None:
         try:
-            await stream.write(_TOO_MANY + b"Content-Length: %d\r\n\r\n" % len(_TOO_MANY_BODY) + _TOO_MANY_BODY)
-        except (iostream.StreamClosedError, OSError):
+            await gen.with_timeout(
+                datetime.timedelta(seconds=REFUSE_TIMEOUT),
+                stream.write(_TOO_MANY + b"Content-Length: %d\r\n\r\n" % len(_TOO_MANY_BODY) + _TOO_MANY_BODY),
+                quiet_exceptions=(iostream.StreamClosedError, OSError))
+        except (iostream.StreamClosedError, OSError, gen.TimeoutError):
             pass
         finally:
             stream.close()

@@ -264,7 +264,9 @@ def check_signature(manifest: dict[str, Any], where: Path, keys: list[SigningKey
         raise BackupError(f"{where} is signed with the {source!s:.40} setting, which this configuration "
                           f"does not have: configure the same {'storage.backup_key' if source == 'backup_key' else 'secret_key'} "
                           "to check it (or restore with --unsigned)")
-    if not any(hmac.compare_digest(k.sign(manifest), signature["value"]) for k in usable):
+    # compared as bytes: compare_digest refuses a str that is not ASCII (a TypeError)
+    given = signature["value"].encode("utf-8", "surrogatepass")
+    if not any(hmac.compare_digest(k.sign(manifest).encode(), given) for k in usable):
         raise BackupError(f"{where}'s signature does not verify: the backup was changed after it was "
                           f"written, or it was signed with another {source} (key id {str(signature.get('keyId'))[:16]})")
     progress(f"signature verified ({source})")
@@ -345,6 +347,12 @@ def restore(src: Path, state_dir: Path, db_name: str, known_schema: dict[str, in
             progress(f"copying {name}")
             shutil.copyfile(src / name, staging / target)
             os.chmod(staging / target, 0o600)
+            # The checks above read the backup's files; what is restored is this copy, so it
+            # must be what they checked (a file replaced meanwhile would bypass them all).
+            if _sha256(staging / target) != files[name].get("sha256"):
+                shutil.rmtree(staging)
+                raise BackupError(f"{src / name} changed while it was being restored: it no longer "
+                                  "matches the checksum in the manifest; nothing was restored")
         # Keys first, the database last: a database present means the restore finished.
         for path in sorted(staging.iterdir(), key=lambda p: p.name == db_name):
             os.replace(path, state_dir / path.name)

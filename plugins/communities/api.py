@@ -97,7 +97,8 @@ class CommunitiesHandler(ApiBase):
             summary = views.community_summary(row)
             if user_did and not await common.sees_roster(self, row):
                 # The user's membership is hidden from this app (as on membership/check);
-                # a private community is listed only to its members, so it is left out.
+                # a private community is listed only to its members, so it is left out
+                # (the query already leaves such ones out, before the page is cut).
                 if row["type"] == "private":
                     continue
                 summary.pop("isMember", None)

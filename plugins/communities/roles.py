@@ -297,12 +297,15 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
         except Refused:
             continue  # not a definition this service would write: skipped
     for entry in (record or {}).get("members") or []:
-        if not (isinstance(entry, dict) and entry.get("did") in members and isinstance(entry.get("roles"), list)):
+        # the record is read from the repo: anything in it may be of any JSON type
+        if not (isinstance(entry, dict) and isinstance(entry.get("did"), str) and entry["did"] in members
+                and isinstance(entry.get("roles"), list)):
             continue
         began = _instant(members[entry["did"]])
         if written is None or began is None or began > written:
             continue
-        held = [r for r in dict.fromkeys(entry["roles"]) if r == "moderator" or r in defs]
+        held = [r for r in dict.fromkeys(r for r in entry["roles"] if isinstance(r, str))
+                if r == "moderator" or r in defs]
         if held:
             holders[entry["did"]] = held
     old_defs, old_holders = await _state(tx, did)

@@ -40,10 +40,15 @@ RECORD = obj({"uri": STRING, "cid": STRING, "collection": STRING, "rkey": STRING
 WRITTEN = obj({"uri": STRING, "cid": STRING, "rkey": STRING, "collection": STRING},
               ["uri", "cid", "rkey", "collection"])
 RECORD_BODY = obj({"$type": STRING}, ["$type"], description="the record; $type equals the collection")
-WRITE_ERRORS = {403: "not_member, not_author, not_permitted, collection_protected, collection_not_allowed, app_not_trusted",
+WRITE_ERRORS = {403: "not_member, not_author, not_permitted, collection_protected, collection_not_allowed, app_not_trusted, "
+                     "roster_hidden (PUT, DELETE)",
                 409: "record_exists", 413: "record_too_large", 502: ""}
 USER_DID = query("userDid", description="a member's DID: required to read a private community's records, "
                                       "checked only there")
+#: Reading a private community's records as a member: asked for only where the community
+#: hides its roster from the app (`check_read`).
+READ = UserMethod("record.read", "userDid", "Read a private community's records as a member (needed only "
+                                            "where the roster is hidden from the app)")
 
 
 def record_json(row: Row, *, sees_roster: bool = True) -> dict[str, Any]:
@@ -74,6 +79,17 @@ class RecordsBase(BaseHandler):
         requires = "require_user_proof" in community.keys() and bool(community["require_user_proof"])
         return await self.app.proofs.acting_user(self, user_did, self.user_methods.get(self.request.method),
                                                  requires)
+
+    async def prove_changer(self, user_did: str, community: Row) -> bool:
+        """`prove` for a change or deletion of an existing record: where the community hides
+        its roster from the app (`app_sees_roster`), the user must be proven, else 403
+        ``roster_hidden``: the answers (a no-op 200 for the author, ``not_permitted`` for
+        another member, ``not_member`` for anyone else) say who wrote what and who the
+        members are, which the reads hide from such an app (docs/records.md)."""
+        proven = await self.prove(user_did, community)
+        if not proven and not await app_sees_roster(self.app.db, community["did"], self.principal.app_id):
+            raise ROSTER_HIDDEN(community["did"])
+        return proven
 
     @property
     def settings(self) -> Any:
@@ -220,7 +236,7 @@ class RecordsHandler(RecordsBase):
         community = await self.community(raw_did)
         did = community["did"]
         user_did = require_did(body.get("userDid"), "userDid")
-        await self.prove(user_did, community)
+        await self.prove_changer(user_did, community)
         collection = await self.writable(did, body.get("collection"))
         rkey = require_rkey(body.get("rkey"), "rkey")
         record = self.record(body, collection)
@@ -241,9 +257,11 @@ class RecordsHandler(RecordsBase):
 class CollectionHandler(RecordsBase):
     """GET …/records/:collection: the collection's records, newest first."""
 
+    user_methods = {"GET": READ}
+
     @operation("A collection's records, newest first", paged=True,
                params=[USER_DID, query("authorDid", DID_SCHEMA)], responses={200: page("records", RECORD)},
-               errors={403: "members_only, not_member, roster_hidden"})
+               errors={401: "a bad service-auth token (proof_*)", 403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str) -> None:
         community = await self.community(raw_did)
         did = community["did"]
@@ -270,15 +288,24 @@ class CollectionHandler(RecordsBase):
         if not user:
             raise ApiError(403, "members_only",
                            "This community is private: pass the userDid of a member to read its records.")
-        await self.require_member(community["did"], require_did(user, "userDid"))
+        user = require_did(user, "userDid")
+        if not await app_sees_roster(self.app.db, community["did"], self.principal.app_id):
+            # 200 for a member and 403 not_member for anyone else would answer, for any DID,
+            # the question membership/check answers such an app only with the user's proof.
+            proven = bool(self.request.headers.get("Authorization")) and \
+                await self.app.proofs.acting_user(self, user, READ)
+            if not proven:
+                raise ROSTER_HIDDEN(community["did"])
+        await self.require_member(community["did"], user)
 
 
 class RecordHandler(CollectionHandler):
     """GET and DELETE …/records/:collection/:rkey."""
 
-    user_methods = {"DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
+    user_methods = {"GET": READ, "DELETE": UserMethod("record.delete", "userDid", "Delete a record")}
 
-    @operation("One record", params=[USER_DID], responses={200: RECORD}, errors={403: "members_only, not_member"})
+    @operation("One record", params=[USER_DID], responses={200: RECORD},
+               errors={401: "a bad service-auth token (proof_*)", 403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:  # type: ignore[override]
         community = await self.community(raw_did)
         collection = require_nsid(unquote(raw_collection), "collection")
@@ -298,7 +325,7 @@ class RecordHandler(CollectionHandler):
         collection = self.not_protected(unquote(raw_collection))
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
-        await self.prove(user_did, community)
+        await self.prove_changer(user_did, community)
         async with writes.hold(self.app, did, collection, rkey):
             settled = await writes.settle(self.app, did, collection, rkey)
             row = await store.get_record(self.app.db, did, collection, rkey)
