@@ -280,7 +280,7 @@ async def require_manager(db: Reader, row: Row, app_id: str | None) -> None:
 
 async def app_sees_roster(db: Reader, community_did: str, app_id: str | None) -> bool:
     """Whether `app_id` may learn who the community's members are without a user it proves
-    it acts for: the one rule for member events (webhooks, and any plugin that sends events on), records'
+    it acts for: the one rule for member events (webhooks and the event stream, both through `event_audience`), records'
     ``authorDid`` and ``membership/check`` (docs/communities.md, "Visibility"), by
     ``rosterVisibility``:
 

@@ -76,7 +76,7 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     """Queue the event for every webhook that subscribed to it and whose app may see
     its community, as that app may see the event: where the roster is hidden from the app
     (`app_sees_roster`), member events are not queued and others are sent without the
-    keys that name a person (`event_data_for`, the rule any other sender of events must share)."""
+    keys that name a person (`event_data_for`; the event stream reads the same decision)."""
     candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
     if not candidates:
         return
