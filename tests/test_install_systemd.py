@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "install-systemd"
-UNITS = ("commonroom.service", "commonroom-backup.service", "commonroom-backup.timer")
+UNITS = ("commonroom.service", "commonroom-backup.service", "commonroom-backup.timer",
+         "commonroom-litestream.service")
 
 
 def _install(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -59,6 +60,10 @@ def test_install_into_a_root_verifies_runs_is_idempotent_and_uninstalls(tmp_path
                              text=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "CREDENTIALS_DIRECTORY": str(creds)})
     assert checked.returncode == 0, checked.stderr
+    # Litestream came with it, into the service's venv, for commonroom-litestream.service.
+    litestream = root / "opt" / "commonroom" / ".venv" / "bin" / "litestream"
+    version = subprocess.run([str(litestream), "version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip().startswith("0.5."), version
 
     # Again: an upgrade. The operator's config and the key stay as they are.
     config.write_text(text + "# edited by the operator\n")

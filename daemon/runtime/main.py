@@ -219,6 +219,22 @@ async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Name
         await app.shutdown()
 
 
+def add_replication_commands(sub: Any) -> None:
+    sub.add_parser(
+        "litestream", help="run Litestream for this server: replicate (primary) or follow (follower)",
+        description="Write litestream.yml into the state directory from config.yaml (replication.*) and "
+                    "replace this process with `litestream replicate` on a primary, or with "
+                    "`litestream restore -f` into follower.replica on a follower "
+                    "(commonroom-litestream.service runs it).")
+
+
+def check_replication(config: Any) -> None:
+    """check-config: a follower's settings, and a replica URL Litestream cannot use."""
+    from daemon.runtime.replication import check_follower_settings, check_replica_url
+    check_follower_settings(config)
+    check_replica_url(config)
+
+
 def _only_asks_for_help(argv: list[str]) -> bool:
     """Whether argparse will print help or the version and exit (so no config is needed)."""
     options = argv[:argv.index("--")] if "--" in argv else argv
@@ -272,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Check a backup (manifest, checksums, integrity, schema versions) and restore "
                     "it into the configured state directory, which must hold no database yet.")
     restore.add_argument("source", help="a directory written by `commonroom backup`")
+    add_replication_commands(sub)
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
@@ -288,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             from daemon.runtime.app import load_secret_key
             if config.secret_key:
                 load_secret_key(config)  # a malformed key is a configuration error
+            check_replication(config)
             print(f"configuration OK: {known.config}")
             return 0
         if args.command == "migrate":
@@ -296,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(run_backup(config, pm, args))
         if args.command == "restore":
             return asyncio.run(run_restore(config, pm, args))
+        if args.command == "litestream":
+            from daemon.runtime.replication import run_litestream
+            return run_litestream(config)
         if args.command == "serve":
             return asyncio.run(serve(config, pm))
         return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))

@@ -262,6 +262,7 @@ class CheckHandler(LeanHandler):
     it on every page view, so it is a lean route (`daemon.http.lean`)."""
 
     auth = "app"
+    follower_serves = frozenset({"POST"})  # a read, sent as POST: a follower answers it
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
                body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
