@@ -73,3 +73,38 @@ async def test_settled_deliveries_are_pruned_batch_by_batch_and_pending_ones_sta
     assert sum(batches) == 2495 and max(batches) == 1000 and len([b for b in batches if b]) == 3, batches
     left = await app.db.fetchall("SELECT status FROM webhook_deliveries")
     assert [r["status"] for r in left] == ["pending"] * 5
+
+
+def test_vacuum_gives_freed_pages_back_and_refuses_while_the_daemon_runs(tmp_path: Any) -> None:
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    from daemon.runtime.backup import state_lock
+    from tests.conftest import REPO, TEST_SECRET_KEY
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / "commonroom.sqlite3")
+    conn.execute("CREATE TABLE t (x TEXT)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,) for _ in range(3000)])
+    conn.commit()
+    conn.execute("DELETE FROM t")
+    conn.commit()
+    conn.close()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"storage: {{state_dir: {state}}}\nsecret_key: '{TEST_SECRET_KEY}'\n")
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), "vacuum"],
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+
+    before = (state / "commonroom.sqlite3").stat().st_size
+    with state_lock(state, "testing"):
+        busy = run()
+    assert busy.returncode == 1 and "stop it before vacuuming" in busy.stderr, busy.stderr
+    done = run()
+    assert done.returncode == 0, done.stderr
+    assert (state / "commonroom.sqlite3").stat().st_size < before / 10

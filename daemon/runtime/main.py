@@ -219,7 +219,39 @@ async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Name
         await app.shutdown()
 
 
+def vacuum(config: Any) -> int:
+    """`commonroom vacuum`: rewrite the database without its free pages (daemon stopped)."""
+    import sqlite3
+    if config.is_follower:
+        print("commonroom vacuum: a follower's copy is Litestream's; vacuum the primary", file=sys.stderr)
+        return 2
+    path = config.database_path
+    if not path.is_file():
+        print(f"commonroom vacuum: no database at {path}", file=sys.stderr)
+        return 1
+    with state_lock(config.state_dir, "vacuuming its database"):
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            before = conn.execute("PRAGMA page_count").fetchone()[0] * page
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+            _progress(f"{path}: {before / 1e6:.1f} MB, {free / 1e6:.1f} MB of it free pages; vacuuming "
+                      "(needs as much free disk again as the file)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            after = conn.execute("PRAGMA page_count").fetchone()[0] * page
+        finally:
+            conn.close()
+    print(f"{path}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
 def add_replication_commands(sub: Any) -> None:
+    sub.add_parser(
+        "vacuum", help="rewrite the database without its free pages (daemon stopped)",
+        description="Run SQLite's VACUUM on the database: the space that pruning freed goes back "
+                    "to the file system. Stop the daemon first; it needs free disk as large as the "
+                    "file. With replication on, Litestream then ships the whole file again.")
     sub.add_parser(
         "litestream", help="run Litestream for this server: replicate (primary) or follow (follower)",
         description="Write litestream.yml into the state directory from config.yaml (replication.*) and "
@@ -314,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(run_backup(config, pm, args))
         if args.command == "restore":
             return asyncio.run(run_restore(config, pm, args))
+        if args.command == "vacuum":
+            return vacuum(config)
         if args.command == "litestream":
             from daemon.runtime.replication import run_litestream
             return run_litestream(config)
