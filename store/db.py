@@ -175,16 +175,22 @@ class Database:
         changed the file behind SQLite's back: a connection kept open would go on
         answering from the pages it has cached). Reads already queued on an old connection
         finish there first. Counts as a commit, so `VersionedCache` entries are dropped."""
-        new_readers = await self._open_readers()
         new_now = self._connect_sync(_NOW_BUSY_TIMEOUT_MS)
-        old_readers, old_now = self._readers, self._now
-        self._readers, self._now = new_readers, new_now
-        self._reader_cycle = itertools.cycle(new_readers)
+        old_now, self._now = self._now, new_now
         self.commits += 1
         if old_now is not None:
             old_now.close()
-        for conn in old_readers:
-            await conn.close()
+        # Each reader's connection is replaced on its own thread (a new thread per reopen
+        # would cost more than the connection), behind the reads already queued there.
+        for reader in self._readers:
+            await reader._execute(self._swap_connection, reader)
+
+    def _swap_connection(self, reader: aiosqlite.Connection) -> None:
+        target, uri = self._target()
+        conn = sqlite3.connect(target, isolation_level=None, uri=uri)
+        _configure(conn, self._busy_timeout_ms, True)
+        old, reader._conn = reader._conn, conn
+        old.close()
 
     async def close(self) -> None:
         if self._now is not None:
