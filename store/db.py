@@ -189,7 +189,7 @@ class Database:
         target, uri = self._target()
         conn = sqlite3.connect(target, isolation_level=None, uri=uri)
         _configure(conn, self._busy_timeout_ms, True)
-        old, reader._conn = reader._conn, conn
+        old, reader._connection = reader._conn, conn
         old.close()
 
     async def close(self) -> None:

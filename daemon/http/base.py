@@ -318,6 +318,9 @@ class RequestLogic:
     #: State-changing methods of this route that only read (membership/check's POST): a
     #: follower answers them itself instead of sending them to the primary.
     follower_serves: frozenset[str] = frozenset()
+    #: Every method of this route goes to the primary from a follower (sign-in steps, whose
+    #: GETs write and talk to other servers).
+    primary_only: bool = False
 
     principal: Principal | None = None
 
@@ -379,8 +382,8 @@ class RequestLogic:
     async def admit(self) -> None:
         """Everything before the route's method: body size, credentials, CSRF, rate limit.
         On a follower, a write goes to the primary first of all (307)."""
-        if (self.request.method in STATE_CHANGING and self.application.read_only
-                and self.request.method not in self.follower_serves):
+        if self.application.read_only and (self.primary_only or (
+                self.request.method in STATE_CHANGING and self.request.method not in self.follower_serves)):
             raise to_primary(self)
         try:
             length = content_length(self.request.headers.get("Content-Length"))
