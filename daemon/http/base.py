@@ -689,10 +689,9 @@ class HealthHandler(BaseHandler):
         ["status", "version", "plugins", "role", "replicaLagSeconds", "sync"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
-        from daemon.runtime.replication import replica_lag_seconds
         await self.app.db.fetchval("SELECT 1")
         plugins = sorted(name for name, _ in self.app.pm.list_name_plugin() if name is not None)
         self.send_json({"status": "ok", "version": __version__, "plugins": plugins,
                         "role": self.app.config.server.role,
-                        "replicaLagSeconds": await replica_lag_seconds(self.app),
+                        "replicaLagSeconds": await self.app.replica_lag_seconds(),
                         "sync": self.app.sync.health()})

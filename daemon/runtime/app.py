@@ -213,6 +213,11 @@ class Application(tornado.web.Application):
         Plugins start no background writers then (docs/scaling.md)."""
         return self.config.is_follower
 
+    async def replica_lag_seconds(self) -> float | None:
+        """/health's `replicaLagSeconds` (daemon/runtime/replication.py); None without replication."""
+        from daemon.runtime.replication import replica_lag_seconds
+        return await replica_lag_seconds(self)
+
     @property
     def lexicons(self) -> Lexicons:
         """The lexicons in the configured namespace, loaded on first use (validation of
