@@ -39,7 +39,7 @@ def cr_startup(app: Any) -> None:
     if not app.read_only and app.config.plugin("communities").denied_audit_retention_days:
         from plugins.communities.retention import DeniedAuditPruner
         pruner = DeniedAuditPruner(app)
-        app.spawn_periodic("communities.audit_prune", 3600.0, lambda first: pruner.prune())
+        app.spawn_periodic("communities.audit_prune", 3600.0, pruner.periodic)
 
 
 @hookimpl

@@ -9,7 +9,6 @@ a restart the pruner walks the old part of the log once more (reads only)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 
@@ -19,12 +18,7 @@ from store import audit as audit_store
 
 log = logging.getLogger("commonroom.retention")
 
-
-def is_denied(metadata: str | None) -> bool:
-    try:
-        return json.loads(metadata or "{}").get("outcome") == "denied"
-    except (ValueError, AttributeError):
-        return False
+START_DELAY_SECONDS = 60.0
 
 
 class DeniedAuditPruner:
@@ -32,6 +26,12 @@ class DeniedAuditPruner:
         self.app = app
         #: Every entry up to this id is kept for good or already removed.
         self.done_up_to = 0
+
+    async def periodic(self, first: bool) -> None:
+        """For `spawn_periodic`: the first pass a minute after start-up, not during it."""
+        if first:
+            await self.app.clock.sleep(START_DELAY_SECONDS)
+        await self.prune()
 
     async def prune(self) -> int:
         """One pass; how many entries it removed."""
@@ -46,7 +46,7 @@ class DeniedAuditPruner:
                     reached = True
                     break
                 last = row["id"]
-                if is_denied(row["metadata"]):
+                if row["denied"]:
                     doomed.append(row["id"])
             if doomed:
                 async with self.app.db.transaction("communities.audit_prune") as tx:
