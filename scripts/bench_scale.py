@@ -287,6 +287,12 @@ def rates(state: Path, seeded: dict[str, Any], args: argparse.Namespace) -> dict
 
         out: dict[str, Any] = {name: round(statistics.median(r["rps"] for r in runs))
                                for name, runs in rounds.items()}
+        # The server's CPU per request: what a loaded machine disturbs least.
+        cpu = {name: statistics.median(r["server_us_per_request"] for r in runs) for name, runs in rounds.items()}
+        out["cpu_us_per_request"] = {name: round(v) for name, v in cpu.items()}
+        out.update({"cpu bare/check": round(cpu["bare"] / cpu["check"], 3),
+                    "cpu bare/page1": round(cpu["bare"] / cpu["page1"], 3),
+                    "cpu page5000/page1": round(cpu["page5000"] / cpu["page1"], 3)})
         out.update({"check/bare": ratio("check", "bare"), "page1/bare": ratio("page1", "bare"),
                     "page5000/page1": ratio("page5000", "page1")})
         return out
