@@ -314,8 +314,9 @@ def join_local(state: Path, seeded: dict[str, Any], n: int = 200) -> dict[str, A
         await db.open()
         times = []
         try:
+            run = os.urandom(3).hex()
             for i in range(n):
-                did = f"did:plc:joiner{i:018d}"
+                did = f"did:plc:joiner{run}{i:012d}"
                 t0 = time.perf_counter()
                 async with db.transaction("bench.join") as tx:
                     await tx.execute(
@@ -327,15 +328,21 @@ def join_local(state: Path, seeded: dict[str, Any], n: int = 200) -> dict[str, A
                         "VALUES (?, 'member.joined', ?, ?, '{}', ?)", (BIG, did, did, NOW))
                     cur = await tx.execute(
                         "INSERT INTO events (id, type, community_did, data, created_at) VALUES (?, 'member.joined', ?, ?, ?)",
-                        (f"evt_join{i:020x}", BIG, json.dumps({"userDid": did}), NOW))
+                        (f"evt_join{run}{i:014x}", BIG, json.dumps({"userDid": did}), NOW))
                     hooks = await tx.fetchall("SELECT webhook_id FROM webhook_events WHERE event_type = 'member.joined'")
                     await tx.executemany(
                         "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at) "
-                        "VALUES (?, ?, 0, ?)", [(h[0], f"evt_join{i:020x}", NOW) for h in hooks])
+                        "VALUES (?, ?, 0, ?)", [(h[0], f"evt_join{run}{i:014x}", NOW) for h in hooks])
                     del cur
                 times.append(time.perf_counter() - t0)
-            async with db.transaction("bench.join.undo") as tx:
+            async with db.transaction("bench.join.undo") as tx:  # the seed stays as it was
                 await tx.execute("DELETE FROM webhook_deliveries WHERE event_id LIKE 'evt_join%'")
+                await tx.execute("DELETE FROM events WHERE id LIKE 'evt_join%'")
+                await tx.execute("DELETE FROM audit_log WHERE community_did = ? AND actor_did LIKE 'did:plc:joiner%'",
+                                 (BIG,))
+                await tx.execute("DELETE FROM members WHERE community_did = ? AND member_did LIKE 'did:plc:joiner%'",
+                                 (BIG,))
+                await tx.execute("UPDATE communities SET member_count = ? WHERE did = ?", (BIG_MEMBERS, BIG))
         finally:
             await db.close()
         return times
@@ -386,6 +393,7 @@ def main() -> int:
         print({k: result[k] for k in ("startup_ms_median", "rss_idle_mb", "rss_after_load_mb", "rss_peak_mb")},
               flush=True)
         result.update(rates(state, seeded, args))
+        print(json.dumps({k: v for k, v in result.items() if k != "per_object_mb"}), flush=True)
         result.update(join_local(state, seeded))
         result["load_after"] = os.getloadavg()
         result["total_s"] = round(time.perf_counter() - began)
