@@ -112,3 +112,23 @@ async def test_the_follower_notices_litestreams_changes_and_reopens_its_readers(
     assert await app.db.fetchval("SELECT count(*) FROM apps") == before + 1
     assert await app.follower.check() is False  # nothing new
     await asyncio.sleep(0)
+
+
+def test_operator_commands_that_write_are_refused_on_a_follower(tmp_path: Path, template_db: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, TEST_SECRET_KEY
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copy(template_db, state / "replica.sqlite3")
+    config = tmp_path / "follower.yaml"
+    config.write_text(f"server: {{role: follower}}\nstorage: {{state_dir: {state}}}\nsecret_key: '{TEST_SECRET_KEY}'\n"
+                      f"replication: {{url: '{(tmp_path / 'replica').as_uri()}'}}\n"
+                      f"follower: {{primary_url: '{PRIMARY}'}}\n")
+    for args in (("migrate",), ("apps", "deactivate", "app_00000000000000f1")):
+        done = subprocess.run([sys.executable, "-m", "daemon.runtime.main", "-c", str(config), *args],
+                              capture_output=True, text=True, timeout=60, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 2 and "read-only follower" in done.stderr, (args, done.stderr)

@@ -20,6 +20,7 @@ from daemon.runtime.backup import BackupError, state_lock
 from daemon.runtime.config import ConfigError
 from daemon.http.base import request_id_var
 from daemon.runtime.plugins import PluginError, call_hook
+from store.db import ReadOnlyDatabase
 
 log = logging.getLogger("commonroom")
 
@@ -153,7 +154,10 @@ async def _serve(config: Any, pm: Any) -> int:
 
 async def run_migrate(config: Any, pm: Any) -> int:
     from daemon.runtime.app import migrate_with_backup
-    from store.db import Database
+    from store.db import Database, ReadOnlyDatabase
+
+    if config.is_follower:
+        raise ReadOnlyDatabase("migrate")
 
     db = Database(config.database_path)
     await db.open()
@@ -360,6 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     except BackupError as exc:
         print(f"commonroom: {exc}", file=sys.stderr)
         return 1
+    except ReadOnlyDatabase:
+        print("commonroom: this server is a read-only follower (server.role: follower): run this on the "
+              "primary; its changes reach the followers through Litestream", file=sys.stderr)
+        return 2
     except Exception as exc:
         from store.migrate import NewerSchemaError
         if isinstance(exc, NewerSchemaError):
