@@ -232,7 +232,8 @@ class Primary:
 
     def __init__(self, app: "Application") -> None:
         self.app = app
-        self.replica_newest: float | None = None
+        #: The replica's lag at the last check: how old its newest transaction was then.
+        self.lag: float | None = None
 
     def start(self) -> None:
         rep = self.app.config.replication
@@ -246,13 +247,12 @@ class Primary:
 
     async def check_replica(self) -> None:
         newest = await asyncio.to_thread(replica_newest_time, self.app.config)
-        if newest is not None:
-            self.replica_newest = newest
+        # Measured when listed (Litestream's timestamps are whole seconds): with the
+        # heartbeat, a healthy replica shows about heartbeat + sync interval, at most ~2 s.
+        self.lag = None if newest is None else round(max(0.0, self.app.clock.time() - newest), 3)
 
     def lag_seconds(self) -> float | None:
-        if self.replica_newest is None:
-            return None
-        return round(max(0.0, self.app.clock.time() - self.replica_newest), 3)
+        return self.lag
 
 
 def replica_newest_time(config: Config) -> float | None:
