@@ -43,7 +43,7 @@ def query_bool(handler: BaseHandler, field: str) -> bool:
 def community_fields(body: dict[str, Any], *, required: bool) -> dict[str, Any]:
     """displayName (1..64), description (<=512), type; for create and profile update."""
     out: dict[str, Any] = {}
-    name = validate.string(body, "displayName", required=required, min_len=1, max_len=64)
+    name = validate.string(body, "displayName", required=required, min_len=1, max_len=64, name=True)
     if name is not None:
         out["display_name"] = name
     description = validate.string(body, "description", required=False, max_len=512)

@@ -19,6 +19,7 @@ class CommunitiesConfig:
     banner_fetch_timeout_seconds: float = 10.0
     delete_pds_records: bool = True
     reconcile_after_seconds: float = 300.0
+    max_active_invites: int = 500
     #: Audit entries of refused actions (`outcome: denied`) are removed after this many days;
     #: 0 keeps them. Every other entry is kept (docs/communities.md, "Audit of denials").
     denied_audit_retention_days: int = 90
@@ -44,3 +45,5 @@ def check_limits(config: Any) -> None:
         raise ConfigError("must be 0 (keep) or a number of days", "communities.denied_audit_retention_days")
     if plugin.reconcile_after_seconds <= 0:
         raise ConfigError("must be positive", "communities.reconcile_after_seconds")
+    if plugin.max_active_invites < 1:
+        raise ConfigError("must be 1 or more", "communities.max_active_invites")
