@@ -79,3 +79,10 @@ def test_install_into_a_root_verifies_runs_is_idempotent_and_uninstalls(tmp_path
     assert not (root / "opt" / "commonroom").exists()
     assert not any((units / n).exists() for n in UNITS)
     assert config.exists() and key.read_text() == before  # the data stays
+
+
+def test_the_litestream_unit_is_hardened_like_the_main_unit() -> None:
+    hardening = (REPO / "systemd" / "commonroom.service.d" / "hardening.conf").read_text()
+    unit = (REPO / "systemd" / "commonroom-litestream.service").read_text().splitlines()
+    settings = [line for line in hardening.splitlines() if line and not line.startswith(("#", "["))]
+    assert settings and not [line for line in settings if line not in unit]
