@@ -25,7 +25,7 @@ KEY = new_key()
 
 @pytest.fixture
 def config_overrides(tmp_path: Path) -> dict[str, Any]:
-    return {"server": {"role": "follower"},
+    return {"server": {"role": "follower"}, "metrics": {"allow_from": ["127.0.0.1/32"]},
             "storage": {"database": "primary-only.sqlite3"},  # not there: the follower reads its copy
             "follower": {"replica": "commonroom.sqlite3", "primary_url": PRIMARY},
             "replication": {"url": (tmp_path / "replica").as_uri()}}
@@ -61,6 +61,8 @@ async def test_a_follower_reads_from_its_copy_and_reports_its_role_and_lag(app: 
     assert listed.status == 200, listed.text
     me = await client.get("/users/me", session=SESSION)
     assert me.status == 200 and me.json()["did"] == "did:plc:reader"
+    metrics = await client.get("/metrics")
+    assert metrics.status == 200 and b"commonroom_" in metrics.body
     # the session was not touched (the primary's clock keeps its idle timeout)
     row = await app.db.fetchone("SELECT last_seen_at FROM sessions WHERE id_hash = ?", (hash_sid("the-sid"),))
     assert row["last_seen_at"] == NOW - 600

@@ -225,6 +225,9 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     assert headers["Location"] == f"http://127.0.0.1:{primary_port}{path}"
     assert body["error"] == "use_primary"
 
+    status, primary_jwks, _ = request(primary_port, "GET", "/.well-known/jwks.json")
+    assert status == 200
+
     # The primary dies: the follower goes on answering reads from its copy.
     primary.kill()
     primary_ls.kill()
@@ -241,6 +244,8 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     done = subprocess.run([str(LITESTREAM), "restore", "-o", str(fresh / "commonroom.sqlite3"),
                            cluster.replica_url], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+    # the key files, which a replica never holds (the secret key is in config.yaml here)
+    shutil.copy(tmp / "primary" / "oauth_client_key.pem", fresh / "oauth_client_key.pem")
     restored_port = free_port()
     restored_cfg = cluster.config("restored", restored_port)
     restored = cluster.start("restored", "-c", str(restored_cfg), "serve")
@@ -248,6 +253,7 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     status, body, _ = request(restored_port, "GET", "/api/v1/communities?limit=50", key=key)
     assert status == 200 and [c["did"] for c in body["communities"]] == [COMMUNITY], body
     assert is_member(restored_port, key, member(0)) and is_member(restored_port, key, member(1))
+    assert request(restored_port, "GET", "/.well-known/jwks.json")[1] == primary_jwks  # the same OAuth client
     restored.stop()
 
 
