@@ -213,6 +213,15 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     status, body, _ = request(follower_port, "GET", f"/api/v1/communities/{COMMUNITY}/members?limit=10", key=key)
     assert status == 200 and {m["did"] for m in body["members"]} == {member(0), member(1)}, body
 
+    # Litestream restarts on the follower (a unit restart): it takes up where it stopped.
+    follower_ls.stop()
+    status, body, _ = request(primary_port, "POST", "/test/join-locally",
+                              {"communityDid": COMMUNITY, "userDid": member(3)})
+    assert status == 200, body
+    follower_ls = cluster.start("follower-litestream-again", "-c", str(follower_cfg), "litestream")
+    wait_for("a join made while the follower's Litestream was down", lambda: is_member(follower_port, key, member(3)),
+             10, follower, follower_ls)
+
     lag = health(follower_port)["replicaLagSeconds"]
     assert lag is not None and lag < 10, lag
     wait_for("the primary's view of its replica", lambda: health(primary_port)["replicaLagSeconds"] is not None,

@@ -100,11 +100,8 @@ def litestream_argv(config: Config, yaml_path: Path) -> list[str]:
     if not rep.url:
         raise ConfigError("replication is off: set replication.url", "replication.url")
     if config.is_follower:
-        argv = [exe, "restore", "-f", "-follow-interval", _duration(rep.follow_interval_seconds)]
-        if config.replica_path.exists():
-            # A restart: Litestream takes up where its -txid file says, over the old copy.
-            argv.append("-force")
-        return [*argv, "-o", str(config.replica_path), rep.url]
+        return [exe, "restore", "-f", "-follow-interval", _duration(rep.follow_interval_seconds),
+                "-o", str(config.replica_path), rep.url]
     return [exe, "replicate", "-no-expand-env", "-config", str(yaml_path)]
 
 
@@ -121,11 +118,25 @@ def run_litestream(config: Config, yaml_path: Path | None = None) -> int:
         os.replace(tmp, yaml_path)
     else:
         config.replica_path.parent.mkdir(parents=True, exist_ok=True)
+        forget_copy(config.replica_path)
     argv = litestream_argv(config, yaml_path)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(argv[0], argv)
     return 0  # pragma: no cover - execv does not return
+
+
+def forget_copy(path: Path) -> None:
+    """Remove a follower's previous copy before Litestream restores it again: its follow mode
+    (0.5.17) cannot resume from a saved position past the replica's latest snapshot ("cannot
+    resume follow mode"), which is where a restart almost always finds it. A daemon serving
+    the old copy goes on reading it (the file stays open) until the new one is complete and
+    its -txid file appears; then it reopens (`Follower`)."""
+    for stale in (path, Path(f"{path}-txid")):
+        if stale.exists():
+            print(f"commonroom litestream: removing {stale}: Litestream restores the copy afresh",
+                  file=sys.stderr)
+            stale.unlink()
 
 
 # ------------------------------------------------------------------ follower: settings
@@ -178,12 +189,16 @@ def prepare_replica(path: Path) -> None:
 # ------------------------------------------------------------------ follower: staying current
 
 
-def read_txid(path: Path) -> str | None:
-    """Litestream's ``<db>-txid`` file: the last transaction applied to the copy."""
+def read_txid(path: Path) -> tuple[str, int, int] | None:
+    """Where Litestream's ``<db>-txid`` file says the copy is: the last transaction applied,
+    and the file's identity (a copy restored afresh may start again at the same number)."""
+    marker = Path(f"{path}-txid")
     try:
-        return Path(f"{path}-txid").read_text().strip() or None
+        st = marker.stat()
+        text = marker.read_text().strip()
     except OSError:
         return None
+    return (text, st.st_ino, st.st_mtime_ns) if text else None
 
 
 class Follower:
@@ -211,6 +226,8 @@ class Follower:
         txid = read_txid(self.app.db.path)
         if txid is None or txid == self.txid:
             return False
+        # A copy restored afresh comes in WAL mode again: put it back first.
+        await asyncio.to_thread(prepare_replica, self.app.db.path)
         await self.app.db.reopen_readers()
         self.txid = txid
         self.reopened += 1
