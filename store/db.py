@@ -59,6 +59,20 @@ def _fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[Row]:
         cur.close()
 
 
+def _on_reader(fn: Callable[[sqlite3.Connection, str, Any], Any], reader: aiosqlite.Connection,
+               sql: str, params: Any) -> Any:
+    """Run `fn` on the reader's connection as it is when the call reaches the reader's thread
+    (a follower replaces it there, see `Database.reopen_readers`). A follower's copy may
+    answer SQLITE_READONLY for a moment while Litestream restores it afresh: one retry."""
+    try:
+        return fn(reader._conn, sql, params)
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc):
+            raise
+        time.sleep(0.05)
+        return fn(reader._conn, sql, params)
+
+
 class Reader(Protocol):
     """What a read query needs: a `Database` or a `Transaction`."""
 
@@ -295,11 +309,11 @@ class Database:
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
         reader = self._reader()
-        return await reader._execute(_fetch_one, reader._conn, sql, params)
+        return await reader._execute(_on_reader, _fetch_one, reader, sql, params)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]:
         reader = self._reader()
-        return await reader._execute(_fetch_all, reader._conn, sql, params)
+        return await reader._execute(_on_reader, _fetch_all, reader, sql, params)
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
         row = await self.fetchone(sql, params)
@@ -318,7 +332,8 @@ class Database:
             try:
                 return self._now.execute(sql, params).fetchone()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if "locked" not in str(exc) and "busy" not in str(exc) and not (
+                        self.read_only and "readonly" in str(exc)):
                     raise
         return await self.fetchone(sql, params)
 
