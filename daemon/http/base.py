@@ -40,7 +40,7 @@ log = logging.getLogger("commonroom.http")
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
-_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # One decoder and one encoder for every request: json.loads/json.dumps with non-default
@@ -366,7 +366,7 @@ class RequestLogic:
         self.close_connection = False                 # say Connection: close, then close
         self._extra_headers: dict[str, str] = {}
         incoming = self.request.headers.get("X-Request-Id", "")
-        self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else self.application.new_request_id()
+        self.request_id = incoming if _REQUEST_ID_RE.fullmatch(incoming) else self.application.new_request_id()
         request_id_var.set(self.request_id)
         self.put_header("X-Request-Id", self.request_id)
 

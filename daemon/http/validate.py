@@ -7,7 +7,7 @@ from typing import Any
 
 from daemon.http.base import ApiError
 
-_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 #: Invisible characters that make a name look like another one: the bidirectional
 #: embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: "admin" written
@@ -103,7 +103,7 @@ def hostname(value: str, field: str = "domain") -> str:
     """A DNS host name (no scheme, port or path), lower-cased."""
     host = value.strip().lower().rstrip(".")
     labels = host.split(".")
-    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.match(l) for l in labels) \
+    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.fullmatch(l) for l in labels) \
             or labels[-1].isdigit():
         raise invalid(field, "must be a host name such as app.example.com (no scheme, port or path)")
     return host

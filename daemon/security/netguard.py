@@ -53,7 +53,7 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
-_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(\.{_LABEL})*")
 
 
 class TargetRefused(Exception):
@@ -103,7 +103,7 @@ def allowlist_problem(entry: Any) -> str | None:
     except ValueError:
         if "/" in text or ":" in text or text.replace(".", "").isdigit():
             return f"{entry!r} is not a CIDR range, an IP address or a bare host name (no port)"
-    if not _HOST_NAME.match(text.lower().rstrip(".")):
+    if not _HOST_NAME.fullmatch(text.lower().rstrip(".")):
         return f"{entry!r} is not a host name (give a bare name: no scheme, port or path)"
     return None
 
