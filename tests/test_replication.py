@@ -346,3 +346,24 @@ def test_a_follower_refuses_a_copy_with_an_older_schema(tmp_path: Path) -> None:
     done = cli(follower_config(tmp_path), "serve")
     assert done.returncode == 2 and "upgrade and start the primary first" in done.stderr, done.stderr
     assert shutil.which(str(LITESTREAM))
+
+
+# ------------------------------------------------------------------ a replicated primary, in process
+
+
+@pytest.fixture
+def config_overrides(tmp_path: Path) -> dict[str, Any]:
+    return {"replication": {"url": (tmp_path / "replica-in-process").as_uri(), "litestream": str(LITESTREAM)}}
+
+
+async def test_a_replicated_primary_leaves_checkpoints_to_litestream_and_beats(app: Any, client: Any) -> None:
+    writer = app.db._writer
+    async with writer.execute("PRAGMA wal_autocheckpoint") as cur:
+        assert (await cur.fetchone())[0] == 0
+    for _ in range(100):  # the heartbeat's first pass runs at start-up
+        if await app.db.fetchval("SELECT at FROM replication_heartbeat WHERE id = 1") is not None:
+            break
+        await asyncio.sleep(0.02)
+    assert await app.db.fetchval("SELECT at FROM replication_heartbeat WHERE id = 1") == app.clock.time()
+    health = (await client.get("/health")).json()
+    assert health["role"] == "primary" and "replicaLagSeconds" in health
