@@ -33,3 +33,17 @@ async def list_entries(db: Database, community_did: str, *, limit: int,
     params.append(limit)
     return await db.fetchall(
         f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", params)
+
+
+async def scan_after(db: Database, after_id: int, limit: int) -> list[Row]:
+    """The next `limit` entries after `after_id`, oldest first (a rowid range: the pruner
+    walks the log in `id` order, which is time order), each with whether it records a
+    refused action (`denied`), decided by SQLite so the event loop parses no JSON."""
+    return await db.fetchall(
+        "SELECT id, created_at, json_valid(metadata) AND json_extract(metadata, '$.outcome') = 'denied' AS denied "
+        "FROM audit_log WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
+
+
+async def delete_entries_tx(tx: Transaction, ids: list[int]) -> int:
+    await tx.executemany("DELETE FROM audit_log WHERE id = ?", [(i,) for i in ids])
+    return len(ids)

@@ -30,6 +30,10 @@ Row = sqlite3.Row
 _NOW_BUSY_TIMEOUT_MS = 50
 
 
+class ReadOnlyDatabase(RuntimeError):
+    """A write was attempted on a database opened read-only (a follower's copy)."""
+
+
 def _configure(conn: sqlite3.Connection, busy_timeout_ms: int, query_only: bool) -> None:
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
@@ -53,6 +57,20 @@ def _fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[Row]:
         return cur.fetchall()
     finally:
         cur.close()
+
+
+def _on_reader(fn: Callable[[sqlite3.Connection, str, Any], Any], reader: aiosqlite.Connection,
+               sql: str, params: Any) -> Any:
+    """Run `fn` on the reader's connection as it is when the call reaches the reader's thread
+    (a follower replaces it there, see `Database.reopen_readers`). A follower's copy may
+    answer SQLITE_READONLY for a moment while Litestream restores it afresh: one retry."""
+    try:
+        return fn(reader._conn, sql, params)
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc):
+            raise
+        time.sleep(0.05)
+        return fn(reader._conn, sql, params)
 
 
 class Reader(Protocol):
@@ -116,8 +134,15 @@ class Database:
     """The daemon's SQLite file."""
 
     def __init__(self, path: str | Path, *, read_connections: int = 2,
-                 busy_timeout_ms: int = 5000) -> None:
+                 busy_timeout_ms: int = 5000, read_only: bool = False,
+                 autocheckpoint: bool = True) -> None:
+        """`read_only`: no writer connection, readers opened with SQLite's ``mode=ro`` (a
+        follower's Litestream copy); every write raises `ReadOnlyDatabase`.
+        `autocheckpoint` False: SQLite never checkpoints the WAL itself
+        (``wal_autocheckpoint = 0``), as Litestream requires when it owns checkpoints."""
         self.path = Path(path)
+        self.read_only = read_only
+        self._autocheckpoint = autocheckpoint
         self._n_readers = max(1, read_connections)
         self._busy_timeout_ms = busy_timeout_ms
         self._writer: aiosqlite.Connection | None = None
@@ -133,22 +158,67 @@ class Database:
         self.commits += 1
 
     async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _create_private(self.path)
-        self._writer = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._writer._execute(_configure, self._writer._conn, self._busy_timeout_ms, False)
-        async with self._writer.execute("PRAGMA journal_mode = WAL") as cur:
-            mode = (await cur.fetchone())[0]
-        if mode.lower() != "wal":
-            raise RuntimeError(f"SQLite refused WAL mode for {self.path} (got {mode})")
-        for _ in range(self._n_readers):
-            conn = await aiosqlite.connect(self.path, isolation_level=None)
-            await conn._execute(_configure, conn._conn, self._busy_timeout_ms, True)
-            self._readers.append(conn)
+        if self.read_only:
+            if not self.path.is_file():
+                raise FileNotFoundError(f"no database at {self.path}")
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(self.path)
+            self._writer = await aiosqlite.connect(self.path, isolation_level=None)
+            await self._writer._execute(_configure, self._writer._conn, self._busy_timeout_ms, False)
+            async with self._writer.execute("PRAGMA journal_mode = WAL") as cur:
+                mode = (await cur.fetchone())[0]
+            if mode.lower() != "wal":
+                raise RuntimeError(f"SQLite refused WAL mode for {self.path} (got {mode})")
+            if not self._autocheckpoint:
+                await self._writer.execute("PRAGMA wal_autocheckpoint = 0")
+        self._readers = await self._open_readers()
         self._reader_cycle = itertools.cycle(self._readers)
         # Point reads on the event-loop thread (see fetchone_now).
-        self._now = sqlite3.connect(self.path, isolation_level=None)
-        _configure(self._now, _NOW_BUSY_TIMEOUT_MS, True)
+        self._now = self._connect_sync(_NOW_BUSY_TIMEOUT_MS)
+
+    def _target(self) -> tuple[str | Path, bool]:
+        """What sqlite3.connect opens, and whether it is a URI."""
+        if self.read_only:
+            return f"{self.path.resolve().as_uri()}?mode=ro", True
+        return self.path, False
+
+    def _connect_sync(self, busy_timeout_ms: int) -> sqlite3.Connection:
+        target, uri = self._target()
+        conn = sqlite3.connect(target, isolation_level=None, uri=uri)
+        _configure(conn, busy_timeout_ms, True)
+        return conn
+
+    async def _open_readers(self) -> list[aiosqlite.Connection]:
+        target, uri = self._target()
+        readers = []
+        for _ in range(self._n_readers):
+            conn = await aiosqlite.connect(target, isolation_level=None, uri=uri)
+            await conn._execute(_configure, conn._conn, self._busy_timeout_ms, True)
+            readers.append(conn)
+        return readers
+
+    async def reopen_readers(self) -> None:
+        """Replace every read connection with a new one (a follower, after Litestream
+        changed the file behind SQLite's back: a connection kept open would go on
+        answering from the pages it has cached). Reads already queued on an old connection
+        finish there first. Counts as a commit, so `VersionedCache` entries are dropped."""
+        new_now = self._connect_sync(_NOW_BUSY_TIMEOUT_MS)
+        old_now, self._now = self._now, new_now
+        self.commits += 1
+        if old_now is not None:
+            old_now.close()
+        # Each reader's connection is replaced on its own thread (a new thread per reopen
+        # would cost more than the connection), behind the reads already queued there.
+        for reader in self._readers:
+            await reader._execute(self._swap_connection, reader)
+
+    def _swap_connection(self, reader: aiosqlite.Connection) -> None:
+        target, uri = self._target()
+        conn = sqlite3.connect(target, isolation_level=None, uri=uri)
+        _configure(conn, self._busy_timeout_ms, True)
+        old, reader._connection = reader._conn, conn
+        old.close()
 
     async def close(self) -> None:
         if self._now is not None:
@@ -169,6 +239,8 @@ class Database:
     @contextlib.asynccontextmanager
     async def transaction(self, name: str) -> AsyncIterator[Transaction]:
         """A named ``BEGIN IMMEDIATE`` transaction on the writer connection."""
+        if self.read_only:
+            raise ReadOnlyDatabase(f"{name}: this database is a read-only copy")
         assert self._writer is not None, "database is not open"
         async with self._write_lock:
             started = time.perf_counter()
@@ -209,6 +281,8 @@ class Database:
 
     async def executescript(self, script: str) -> None:
         """Run a multi-statement script on the writer (migrations only)."""
+        if self.read_only:
+            raise ReadOnlyDatabase("this database is a read-only copy")
         assert self._writer is not None
         async with self._write_lock:
             try:
@@ -235,11 +309,11 @@ class Database:
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
         reader = self._reader()
-        return await reader._execute(_fetch_one, reader._conn, sql, params)
+        return await reader._execute(_on_reader, _fetch_one, reader, sql, params)
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]:
         reader = self._reader()
-        return await reader._execute(_fetch_all, reader._conn, sql, params)
+        return await reader._execute(_on_reader, _fetch_all, reader, sql, params)
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
         row = await self.fetchone(sql, params)
@@ -258,7 +332,8 @@ class Database:
             try:
                 return self._now.execute(sql, params).fetchone()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if "locked" not in str(exc) and "busy" not in str(exc) and not (
+                        self.read_only and "readonly" in str(exc)):
                     raise
         return await self.fetchone(sql, params)
 

@@ -82,6 +82,15 @@ async def pending(db: Database, components: Iterable[tuple[str, str | Path]]) ->
     return plan, bool(await db.fetchval("SELECT COUNT(*) FROM schema_migrations"))
 
 
+async def unapplied(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
+    """The migrations this code knows that the database lacks, read without writing (a
+    follower's read-only copy); `NewerSchemaError` for a database migrated by a newer
+    Commonroom."""
+    if not await db.fetchval("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"):
+        return [m for component, directory in components for m in discover(component, directory)]
+    return await _plan(db, components)
+
+
 async def migrate(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
     """Apply pending migrations of every component; return those applied."""
     await db.executescript(_BOOTSTRAP)

@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "install-systemd"
-UNITS = ("commonroom.service", "commonroom-backup.service", "commonroom-backup.timer")
+UNITS = ("commonroom.service", "commonroom-backup.service", "commonroom-backup.timer",
+         "commonroom-litestream.service")
 
 
 def _install(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -61,6 +62,10 @@ def test_install_into_a_root_verifies_runs_is_idempotent_and_uninstalls(tmp_path
                              text=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "CREDENTIALS_DIRECTORY": str(creds)})
     assert checked.returncode == 0, checked.stderr
+    # Litestream came with it, into the service's venv, for commonroom-litestream.service.
+    litestream = root / "opt" / "commonroom" / ".venv" / "bin" / "litestream"
+    version = subprocess.run([str(litestream), "version"], capture_output=True, text=True, timeout=60)
+    assert version.returncode == 0 and version.stdout.strip().startswith("0.5."), version
 
     # Again: an upgrade. The operator's config and the key stay as they are.
     config.write_text(text + "# edited by the operator\n")
@@ -74,3 +79,10 @@ def test_install_into_a_root_verifies_runs_is_idempotent_and_uninstalls(tmp_path
     assert not (root / "opt" / "commonroom").exists()
     assert not any((units / n).exists() for n in UNITS)
     assert config.exists() and key.read_text() == before  # the data stays
+
+
+def test_the_litestream_unit_is_hardened_like_the_main_unit() -> None:
+    hardening = (REPO / "systemd" / "commonroom.service.d" / "hardening.conf").read_text()
+    unit = (REPO / "systemd" / "commonroom-litestream.service").read_text().splitlines()
+    settings = [line for line in hardening.splitlines() if line and not line.startswith(("#", "["))]
+    assert settings and not [line for line in settings if line not in unit]

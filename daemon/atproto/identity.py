@@ -89,6 +89,8 @@ def _ttl(app: Application) -> tuple[float, float]:
 
 
 async def _cache_write(app: Application, name: str, fn: Callable[[Any], Awaitable[None]]) -> None:
+    if app.read_only:
+        return  # a follower resolves without caching: its copy is the primary's cache
     st = app.identity
     st.writes += 1
     async with app.db.transaction(name) as tx:

@@ -350,6 +350,12 @@ class RequestLogic:
     rate_limit: str | None = None
     max_body: int | None = None
     serves_html: bool = False
+    #: State-changing methods of this route that only read (membership/check's POST): a
+    #: follower answers them itself instead of sending them to the primary.
+    follower_serves: frozenset[str] = frozenset()
+    #: Every method of this route goes to the primary from a follower (sign-in steps, whose
+    #: GETs write and talk to other servers).
+    primary_only: bool = False
 
     principal: Principal | None = None
 
@@ -409,7 +415,11 @@ class RequestLogic:
         return length is None or length <= DRAIN_LIMIT
 
     async def admit(self) -> None:
-        """Everything before the route's method: query, body size, credentials, CSRF, rate limit."""
+        """Everything before the route's method: query, body size, credentials, CSRF, rate limit.
+        On a follower, a write goes to the primary first of all (307)."""
+        if self.application.read_only and (self.primary_only or (
+                self.request.method in STATE_CHANGING and self.request.method not in self.follower_serves)):
+            raise to_primary(self)
         query = self.request.query
         if query and ("%" in query or not query.isprintable()) and _QUERY_CONTROL.search(query):
             # Tornado would silently turn them into spaces: a value that is not what was sent.
@@ -559,6 +569,23 @@ def error_for(exc: BaseException | None, status_code: int, request_id: str) -> A
     return err
 
 
+def to_primary(handler: Any) -> ApiError:
+    """The answer of a follower to a write: 307 to the same path on the primary
+    (`follower.primary_url`), which keeps the method and body; pages render it as a page
+    with a link there."""
+    primary = (handler.application.config.follower.primary_url or "").rstrip("/")
+    return ApiError(307, "use_primary",
+                    f"This server is a read-only copy; send this request to the primary at {primary}.",
+                    headers={"Location": primary + handler.request.uri})
+
+
+def as_answer(handler: Any, exc: BaseException) -> BaseException:
+    """A write that reached a follower's read-only database becomes `to_primary`'s 307
+    (sign-ins, audit entries of refused actions: anything not caught by `admit`)."""
+    from store.db import ReadOnlyDatabase
+    return to_primary(handler) if isinstance(exc, ReadOnlyDatabase) else exc
+
+
 def log_failure(request: Any, exc: BaseException) -> None:
     """Log a request's failure: a 5xx ApiError as a warning, anything unexpected with its
     traceback; 4xx answers are the client's business and are not logged."""
@@ -666,6 +693,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         self.finish(encode_json(err.body()))
 
     def _handle_request_exception(self, e: BaseException) -> None:
+        e = as_answer(self, e)
         if isinstance(e, ApiError):
             log_failure(self.request, e)
             if not self._finished:
@@ -697,12 +725,17 @@ class NotFoundHandler(BaseHandler):
 class HealthHandler(BaseHandler):
     @operation("Liveness and readiness: the database answers; where the network sync stands", responses={200: obj(
         {"status": {"type": "string", "enum": ["ok"]}, "version": STRING, "plugins": arr(STRING),
+         "role": {"type": "string", "enum": ["primary", "follower"]},
+         "replicaLagSeconds": {"type": ["number", "null"]},
          "sync": obj({"state": {"type": "string", "enum": ["off", "connecting", "live", "backoff", "stopped"]},
                       "cursor": {"type": ["integer", "null"]}, "lagSeconds": {"type": ["number", "null"]}},
                      ["state", "cursor", "lagSeconds"])},
-        ["status", "version", "plugins", "sync"])}, errors={503: "Not ready"})
+        ["status", "version", "plugins", "role", "replicaLagSeconds", "sync"])}, errors={503: "Not ready"})
     async def get(self) -> None:
         from daemon import __version__
         await self.app.db.fetchval("SELECT 1")
         plugins = sorted(name for name, _ in self.app.pm.list_name_plugin() if name is not None)
-        self.send_json({"status": "ok", "version": __version__, "plugins": plugins, "sync": self.app.sync.health()})
+        self.send_json({"status": "ok", "version": __version__, "plugins": plugins,
+                        "role": self.app.config.server.role,
+                        "replicaLagSeconds": await self.app.replica_lag_seconds(),
+                        "sync": self.app.sync.health()})

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any
 from tornado import httputil
 from tornado.web import RequestHandler
 
-from daemon.http.base import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, encode_json, error_for,
-                         log_failure)
+from daemon.http.base import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, as_answer, encode_json,
+                              error_for, log_failure)
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -154,6 +154,7 @@ class LeanHandler(RequestLogic):
         self.application.log_request(self)
 
     def _respond_error(self, exc: BaseException) -> None:
+        exc = as_answer(self, exc)
         status = exc.status if isinstance(exc, ApiError) else 500
         log_failure(self.request, exc)
         err = error_for(exc, status, self.request_id)

@@ -33,6 +33,8 @@ from store.migrate import CORE_MIGRATIONS, migrate
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.atproto.lexicons import Lexicons
     from daemon.runtime.backup import SigningKey
+    from daemon.runtime.replication import Follower
+    from daemon.runtime.replication import Primary as ReplicationPrimary
     from daemon.runtime.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
 
 log = logging.getLogger("commonroom")
@@ -84,7 +86,8 @@ def plugin_sections(pm: pluggy.PluginManager) -> dict[str, type]:
 
 def migration_components(pm: pluggy.PluginManager) -> list[tuple[str, str | Path]]:
     """Core first, then each plugin's migrations after those of the plugins it requires."""
-    components: list[tuple[str, str | Path]] = [("core", CORE_MIGRATIONS)]
+    from store.replication import MIGRATIONS as REPLICATION_MIGRATIONS
+    components: list[tuple[str, str | Path]] = [("core", CORE_MIGRATIONS), ("replication", REPLICATION_MIGRATIONS)]
     for _name, result in results_by_plugin(pm, "cr_migrations", dependency_order(pm)):
         if result:
             components.append(result)
@@ -215,6 +218,10 @@ class Application(tornado.web.Application):
         self.request_tasks: set[asyncio.Task[None]] = set()
         # The plugins' services (declared above) and a third-party plugin's own state.
         self.communities = self.apps = self.webhooks = self.oauth = self.web = None
+        #: The follower's watch on its copy (server.role: follower), or the replicated
+        #: primary's heartbeat (replication.url); see daemon/runtime/replication.py.
+        self.follower: Follower | None = None
+        self.replication: ReplicationPrimary | None = None
         self.extensions: dict[str, Any] = {}
         self._register_services()
 
@@ -230,6 +237,17 @@ class Application(tornado.web.Application):
                     setattr(self, name, service)
                 else:
                     self.extensions[name] = service
+
+    @property
+    def read_only(self) -> bool:
+        """True on a follower: nothing may be written (its database is a read-only copy).
+        Plugins start no background writers then (docs/scaling.md)."""
+        return self.config.is_follower
+
+    async def replica_lag_seconds(self) -> float | None:
+        """/health's `replicaLagSeconds` (daemon/runtime/replication.py); None without replication."""
+        from daemon.runtime.replication import replica_lag_seconds
+        return await replica_lag_seconds(self)
 
     @property
     def lexicons(self) -> Lexicons:
@@ -383,11 +401,14 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
                      start: bool = True, repeat_periodic: bool = True) -> Application:
     """Open and migrate the store, build the routes, start the plugins' background work
     (periodic work after its start-up pass only with `repeat_periodic`)."""
-    db = Database(config.database_path, read_connections=config.storage.read_connections,
-                  busy_timeout_ms=config.storage.busy_timeout_ms)
+    from daemon.runtime import replication
+    db = replication.open_database(config)
     await db.open()
     try:
-        await migrate_with_backup(db, config, pm)
+        if config.is_follower:
+            await replication.check_follower_schema(db, migration_components(pm))
+        else:
+            await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock)
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
@@ -406,11 +427,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             if refresh is not None:
                 app.metrics.add_refresh(refresh)
         if start:
-            from daemon.security.sessions import expire_sessions_pass
-            app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
-            await call_hook(pm.hook.cr_startup, app=app)
-            app.writes.start()
-            await app.sync.start()
+            await start_background(app)
     except BaseException:
         if "app" in locals():
             await app.shutdown()
@@ -418,3 +435,17 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             await db.close()
         raise
     return app
+
+
+async def start_background(app: Application) -> None:
+    """The background work of a started app. A follower runs none that writes: no session
+    clean-up, no reconciler, no network sync (and plugins check `app.read_only`)."""
+    from daemon.runtime.replication import start_role
+    start_role(app)
+    if not app.read_only:
+        from daemon.security.sessions import expire_sessions_pass
+        app.spawn_periodic("sessions.janitor", 3600.0, lambda first: expire_sessions_pass(app))
+    await call_hook(app.pm.hook.cr_startup, app=app)
+    if not app.read_only:
+        app.writes.start()
+        await app.sync.start()

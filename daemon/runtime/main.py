@@ -20,6 +20,7 @@ from daemon.runtime.backup import BackupError, state_lock
 from daemon.runtime.config import ConfigError
 from daemon.http.base import request_id_var
 from daemon.runtime.plugins import PluginError, call_hook
+from store.db import ReadOnlyDatabase
 
 log = logging.getLogger("commonroom")
 
@@ -170,7 +171,10 @@ async def _serve(config: Any, pm: Any) -> int:
 
 async def run_migrate(config: Any, pm: Any) -> int:
     from daemon.runtime.app import migrate_with_backup
-    from store.db import Database
+    from store.db import Database, ReadOnlyDatabase
+
+    if config.is_follower:
+        raise ReadOnlyDatabase("migrate")
 
     db = Database(config.database_path)
     await db.open()
@@ -242,6 +246,54 @@ async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Name
         await app.shutdown()
 
 
+def vacuum(config: Any) -> int:
+    """`commonroom vacuum`: rewrite the database without its free pages (daemon stopped)."""
+    import sqlite3
+    if config.is_follower:
+        print("commonroom vacuum: a follower's copy is Litestream's; vacuum the primary", file=sys.stderr)
+        return 2
+    path = config.database_path
+    if not path.is_file():
+        print(f"commonroom vacuum: no database at {path}", file=sys.stderr)
+        return 1
+    with state_lock(config.state_dir, "vacuuming its database"):
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            page = conn.execute("PRAGMA page_size").fetchone()[0]
+            before = conn.execute("PRAGMA page_count").fetchone()[0] * page
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+            _progress(f"{path}: {before / 1e6:.1f} MB, {free / 1e6:.1f} MB of it free pages; vacuuming "
+                      "(needs as much free disk again as the file)")
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            after = conn.execute("PRAGMA page_count").fetchone()[0] * page
+        finally:
+            conn.close()
+    print(f"{path}: {before / 1e6:.1f} MB -> {after / 1e6:.1f} MB")
+    return 0
+
+
+def add_replication_commands(sub: Any) -> None:
+    sub.add_parser(
+        "vacuum", help="rewrite the database without its free pages (daemon stopped)",
+        description="Run SQLite's VACUUM on the database: the space that pruning freed goes back "
+                    "to the file system. Stop the daemon first; it needs free disk as large as the "
+                    "file. With replication on, Litestream then ships the whole file again.")
+    sub.add_parser(
+        "litestream", help="run Litestream for this server: replicate (primary) or follow (follower)",
+        description="Write litestream.yml into the state directory from config.yaml (replication.*) and "
+                    "replace this process with `litestream replicate` on a primary, or with "
+                    "`litestream restore -f` into follower.replica on a follower "
+                    "(commonroom-litestream.service runs it).")
+
+
+def check_replication(config: Any) -> None:
+    """check-config: a follower's settings, and a replica URL Litestream cannot use."""
+    from daemon.runtime.replication import check_follower_settings, check_replica_url
+    check_follower_settings(config)
+    check_replica_url(config)
+
+
 def _only_asks_for_help(argv: list[str]) -> bool:
     """Whether argparse will print help or the version and exit (so no config is needed)."""
     options = argv[:argv.index("--")] if "--" in argv else argv
@@ -298,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     restore.add_argument("--unsigned", action="store_true",
                          help="restore without checking the backup's signature (a backup written "
                               "without storage.backup_key or secret_key; check its origin yourself)")
+    add_replication_commands(sub)
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
@@ -314,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             from daemon.runtime.app import load_secret_key
             if config.secret_key:
                 load_secret_key(config)  # a malformed key is a configuration error
+            check_replication(config)
             print(f"configuration OK: {known.config}")
             return 0
         if args.command == "migrate":
@@ -322,6 +376,11 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(run_backup(config, pm, args))
         if args.command == "restore":
             return asyncio.run(run_restore(config, pm, args))
+        if args.command == "vacuum":
+            return vacuum(config)
+        if args.command == "litestream":
+            from daemon.runtime.replication import run_litestream
+            return run_litestream(config)
         if args.command == "serve":
             return asyncio.run(serve(config, pm))
         return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))
@@ -331,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
     except BackupError as exc:
         print(f"commonroom: {exc}", file=sys.stderr)
         return 1
+    except ReadOnlyDatabase:
+        print("commonroom: this server is a read-only follower (server.role: follower): run this on the "
+              "primary; its changes reach the followers through Litestream", file=sys.stderr)
+        return 2
     except Exception as exc:
         from store.migrate import NewerSchemaError
         if isinstance(exc, NewerSchemaError):

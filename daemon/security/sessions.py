@@ -56,10 +56,12 @@ async def authenticate_session(app: "Application", sid: str) -> Principal:
         raise ApiError(401, "session_invalid", "The session is unknown or has ended; log in again.")
     idle_cutoff = now - app.config.sessions.idle_timeout_seconds
     if row["expires_at"] <= now or row["last_seen_at"] <= idle_cutoff:
-        async with app.db.transaction("sessions.expire") as tx:
-            await sessions_store.delete_session_tx(tx, id_hash)
+        if not app.read_only:  # a follower leaves the row to the primary's clean-up
+            async with app.db.transaction("sessions.expire") as tx:
+                await sessions_store.delete_session_tx(tx, id_hash)
         raise ApiError(401, "session_expired", "The session has expired; log in again.")
-    if now - row["last_seen_at"] >= TOUCH_EVERY_SECONDS:
+    # A follower skips the touch: the idle timeout counts from the primary's last one.
+    if now - row["last_seen_at"] >= TOUCH_EVERY_SECONDS and not app.read_only:
         async with app.db.transaction("sessions.touch") as tx:
             await sessions_store.touch_session_tx(tx, id_hash, now)
     return Principal(kind="session", did=row["did"], handle=row["handle"], session_id=id_hash,

@@ -36,6 +36,10 @@ def cr_services(app: Any) -> dict[str, Any]:
 def cr_startup(app: Any) -> None:
     from plugins.communities.config import check_limits
     check_limits(app.config)
+    if not app.read_only and app.config.plugin("communities").denied_audit_retention_days:
+        from plugins.communities.retention import DeniedAuditPruner
+        pruner = DeniedAuditPruner(app)
+        app.spawn_periodic("communities.audit_prune", 3600.0, pruner.periodic)
 
 
 @hookimpl

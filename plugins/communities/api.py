@@ -293,6 +293,7 @@ class CheckHandler(LeanHandler):
     carries (`checked_status`; 403 ``roster_hidden`` otherwise)."""
 
     auth = "app"
+    follower_serves = frozenset({"POST"})  # a read, sent as POST: a follower answers it
     user_methods = {"GET": CHECK, "POST": CHECK}
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",

@@ -20,6 +20,9 @@ class CommunitiesConfig:
     delete_pds_records: bool = True
     reconcile_after_seconds: float = 300.0
     max_active_invites: int = 500
+    #: Audit entries of refused actions (`outcome: denied`) are removed after this many days;
+    #: 0 keeps them. Every other entry is kept (docs/communities.md, "Audit of denials").
+    denied_audit_retention_days: int = 90
 
 
 def check_limits(config: Any) -> None:
@@ -38,6 +41,8 @@ def check_limits(config: Any) -> None:
         raise ConfigError("must be a positive number of bytes", "communities.max_upload_bytes")
     if plugin.banner_fetch_timeout_seconds <= 0:
         raise ConfigError("must be positive", "communities.banner_fetch_timeout_seconds")
+    if plugin.denied_audit_retention_days < 0:
+        raise ConfigError("must be 0 (keep) or a number of days", "communities.denied_audit_retention_days")
     if plugin.reconcile_after_seconds <= 0:
         raise ConfigError("must be positive", "communities.reconcile_after_seconds")
     if plugin.max_active_invites < 1:

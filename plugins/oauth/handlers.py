@@ -116,6 +116,13 @@ class BrowserFacing(BaseHandler):
         if not self.wants_page():
             return super().write_error(status_code, **kwargs)
         exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, ApiError) and "Location" in exc.headers:  # a follower's 307 to the primary
+            location = exc.headers["Location"]
+            self.set_header("Location", location)
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(f"<!doctype html><html lang=en><meta charset=utf-8><title>Signing in</title>"
+                        f"<p>{html.escape(exc.message)}</p><p><a href=\"{html.escape(location)}\">Continue</a></p></html>")
+            return
         if isinstance(exc, ApiError):
             self.show_error(exc.code if exc.code in ERROR_TEXT else "login_failed", exc.message,
                             exc.status)
@@ -243,6 +250,7 @@ class LoginHandler(BrowserFacing):
 
 
 class CallbackHandler(BrowserFacing):
+    primary_only = True  # it writes the session: a follower sends the browser to the primary
 
     @operation("Where the authorization server sends the browser back: sets the session cookies",
                params=[query("state"), query("code"), query("iss"), query("error"), query("error_description")],

@@ -64,6 +64,14 @@ def cr_events_needed(app: Any) -> Any:
 @hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("webhooks"))
+    if app.read_only:
+        # A follower serves the webhook listings from its copy; the primary delivers.
+        from plugins.webhooks.settings import WebhooksConfig
+        if app.config.plugin("webhooks") != WebhooksConfig():
+            from daemon.runtime.config import ConfigError
+            raise ConfigError("a follower delivers no webhooks (the primary does): leave this "
+                              "section out of a follower's config.yaml", "webhooks")
+        return
     webhooks_of(app).dispatcher = d = delivery.Dispatcher(app)
     d.start()
 

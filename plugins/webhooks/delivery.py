@@ -309,11 +309,18 @@ class Dispatcher:
         if now - self._last_prune < 3600:
             return
         self._last_prune = now
-        cutoff = iso(now - self.config.delivery_log_retention_days * 86400)
-        async with self.app.db.transaction("webhooks.prune") as tx:
-            removed = await store.prune_completed_tx(tx, cutoff)
-        if removed:
-            log.info("pruned %d old webhook deliveries from the log", removed)
+        await self.prune(iso(now - self.config.delivery_log_retention_days * 86400))
+
+    async def prune(self, cutoff: str) -> int:
+        """Remove settled deliveries completed before `cutoff`, a batch per transaction (a
+        pending delivery is never removed)."""
+        from daemon.runtime.retention import prune_in_batches
+
+        async def batch(limit: int) -> int:
+            async with self.app.db.transaction("webhooks.prune") as tx:
+                return await store.prune_completed_tx(tx, cutoff, limit)
+
+        return await prune_in_batches("webhooks.deliveries", batch)
 
     # ---------------------------------------------------------------- a worker
 
