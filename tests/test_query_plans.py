@@ -42,6 +42,8 @@ OFF_REQUEST_PATH = {
     "store/sessions.py::delete_expired_tx": "the hourly session clean-up (sessions.janitor)",
     "store/intents.py::pending": "the reconciler's pass over pending write intents (start-up, then periodic)",
     "store/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
+    "store/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
+                                 "in seq (rowid) order, LIMIT-bounded",
 }
 
 #: Samples for f-string holes that are not module constants, by "file::function" and the
@@ -50,6 +52,10 @@ FILL: dict[str, dict[str, str]] = {
     "store/apps.py::update_app_tx": {"assignments": "name = ?, domain = ?"},
     "store/communities.py::update_community_tx": {"assignments": "display_name = ?, description = ?"},
     "store/webhooks.py::update_webhook_tx": {"assignments": "url = ?, active = ?"},
+    "plugins/web/queries.py::audit_page": {
+        "' AND '.join(where)": "community_did = ? AND json_extract(metadata, '$.outcome') IS NULL "
+                               "AND action IN (?, ?) AND (actor_did = ? OR target_did = ?) "
+                               "AND created_at >= ? AND created_at < ? AND id < ?"},
     "store/audit.py::list_entries": {"' AND '.join(where)": "community_did = ? AND id < ? AND action = ?"},
     "store/bans.py::list_bans": {"extra": "AND b.id < ? "},
     "store/invites.py::list_invites": {"extra": "AND id < ? "},
