@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, DID_PATTERN
 from daemon.atproto.pds import image_url
-from daemon.runtime.services import DID_PATTERN
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.shared import IDENT, NOTICES, community_path, community_row, signed_in_actor
 

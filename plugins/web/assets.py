@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, cast
 
 import tornado.template
 
-from daemon.http.base import ApiError, BaseHandler
+from daemon.plugin import ApiError, BaseHandler
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 HERE = Path(__file__).parent
 STATIC_DIR = HERE / "static"

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlencode
 from tornado.escape import xhtml_escape
 
 from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
-from daemon.runtime.services import AppsService, CommunitiesService, WebhooksService
+from daemon.plugin import AppsService, CommunitiesService, WebhooksService
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
 

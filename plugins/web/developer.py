@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http.base import ApiError, decode_cursor, encode_cursor
+from daemon.plugin import ApiError, decode_cursor, encode_cursor
 from plugins.web import queries
 from plugins.web.base import FormErrors, PageHandler
 

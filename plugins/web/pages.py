@@ -8,7 +8,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.security.access import member_status
-from daemon.http.base import ApiError, encode_cursor
+from daemon.plugin import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next

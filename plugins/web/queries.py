@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.atproto.syntax import is_did
+from daemon.plugin import is_did
 from daemon.atproto.pds import image_url
 from store import members as members_store
 from store.db import Database, Row

@@ -29,19 +29,16 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon import hookimpl
-from daemon.runtime.clock import iso
-from daemon.runtime.events import Event
+from daemon.plugin import Event, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
 from daemon.security.access import app_can_see
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.webhooks")
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import validate
-from daemon.runtime.events import EVENT_TYPES
-from daemon.http.base import BaseHandler, encode_cursor
-from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT, STRING,
-                            STRING_OR_NULL, arr, nullable, obj, operation, page, query)
-from store.db import Row
+from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, DID, EVENT_TYPES, INTEGER,
+                           NO_CONTENT, Row, STRING, STRING_OR_NULL, arr, encode_cursor, nullable, obj,
+                           operation, page, query, validate)
 from plugins.webhooks import service
 from plugins.webhooks.service import delivery_json, webhook_json
 

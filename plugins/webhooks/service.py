@@ -14,20 +14,15 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.http import validate
-from daemon.atproto.syntax import is_did
-from daemon.runtime.clock import iso
-from daemon.runtime.events import EVENT_TYPES
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, EVENT_TYPES, Row, Transaction, is_did, iso, validate
 from daemon.security.netguard import TargetRefused
 from daemon.security.access import app_can_see
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
 from store import webhooks as store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 #: Every event type a webhook may subscribe to (docs/webhooks.md).
 EVENTS = EVENT_TYPES
