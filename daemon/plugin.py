@@ -21,18 +21,19 @@ from daemon.atproto.syntax import (is_at_uri, is_cid, is_datetime, is_did, is_ha
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import Intent, WriteKind, pds, roll_back
 from daemon.http.base import ApiError, BaseHandler, Principal, decode_cursor, encode_cursor
-from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
-                                 STRING, STRING_OR_NULL, Response, arr, header, html, nullable, obj, operation,
-                                 page, query, redirect)
+from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
+                                 STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
+                                 operation, page, query, redirect)
 from daemon.http.validate import invalid
 from daemon.http import validate
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.clock import Clock, FakeClock, iso
 from daemon.runtime.config import ConfigError, check_range
+from daemon.runtime.declarations import Capability, EventKind
 from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
-from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, OAuthService, WebhooksService,
-                                     WebService)
+from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
+                                     WebhooksService, WebService)
 from daemon.security.access import Actor, MemberStatus
 from store.db import Reader, Row, Transaction
 
@@ -47,7 +48,7 @@ __all__ = [
     "BaseHandler", "ApiError", "Principal", "encode_cursor", "decode_cursor", "DID_PATTERN",
     "operation", "query", "header", "obj", "arr", "nullable", "page", "Response", "html", "redirect",
     "NO_CONTENT", "STRING", "STRING_OR_NULL", "INTEGER", "BOOLEAN", "DATETIME", "DATETIME_OR_NULL", "DID",
-    "CURSOR", "ANY",
+    "CURSOR", "ANY", "EVENT_KIND", "enum_of",
     # validation of input
     "validate", "invalid", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",
@@ -57,11 +58,11 @@ __all__ = [
     # storage
     "Reader", "Row", "Transaction",
     # events
-    "emit_tx", "Event", "EVENT_TYPES",
+    "emit_tx", "Event", "EVENT_TYPES", "EventKind",
     # acting for a user, writing to repos
     "UserMethod", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
     # services of the built-in plugins
-    "CommunitiesService", "AppsService", "WebhooksService", "OAuthService", "WebService",
+    "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     # time
     "Clock", "FakeClock", "iso",
     # the command line

@@ -31,6 +31,7 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
     from daemon.runtime.config import Config
+    from daemon.runtime.declarations import Capability, EventKind
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
     from daemon.http.base import BaseHandler, Principal
@@ -70,6 +71,40 @@ def cr_plugin_requires() -> list[str] | None:
         plugins, when one of them is disabled in ``plugins.disabled`` or not installed,
         or when requirements form a cycle. Migrations of a required plugin are applied
         before yours (see `cr_migrations`).
+    """
+
+
+# ------------------------------------------------------------------ declarations
+
+
+@hookspec
+def cr_event_kinds() -> "list[EventKind] | None":
+    """Declare the kinds of domain event the plugin emits (with `emit_tx`).
+
+    Called once per plugin at start-up, before any migration runs. Declared kinds are
+    what apps may subscribe to (webhooks: the API, the developer pages with each kind's
+    label, the OpenAPI enum) and are delivered signed like the built-in ones; the built-in
+    kinds (``member.*``, ``record.*``) are declared the same way by their plugins.
+
+    :return: a list of `daemon.plugin.EventKind` (name ``<prefix>.<what>``, description,
+        JSON schema of the event's ``data``, label), or None. A kind declared twice, by one
+        plugin or two, or a malformed name stops start-up naming the plugin and the kind.
+    """
+
+
+@hookspec
+def cr_capabilities() -> "list[Capability] | None":
+    """Declare capabilities: things a member may be allowed to do in a community, which
+    the plugin checks with ``app.communities.holds(actor, community, name)``.
+
+    Called once per plugin at start-up, before any migration runs. Declared capabilities
+    are in the catalogue (docs/communities.md, "Roles and capabilities"): admins hold all of
+    them, custom roles may grant them, and those declared with ``moderator=True`` are held
+    by the built-in moderator role.
+
+    :return: a list of `daemon.plugin.Capability` (name ``<plugin>.<what>``, description,
+        ``moderator``), or None. A capability declared twice or a malformed name stops
+        start-up naming the plugin and the capability.
     """
 
 

@@ -41,3 +41,9 @@ def cr_startup(app: Any) -> None:
 @hookimpl
 def cr_write_kinds(app: Any) -> list[Any]:
     return writes.write_kinds(app)
+
+
+@hookimpl
+def cr_event_kinds() -> list[Any]:
+    from plugins.records.declarations import EVENT_KINDS
+    return EVENT_KINDS

@@ -112,7 +112,7 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
     for e in entries:
         action = e["action"]
         target = None if action in _SELF_ACTIONS and e["targetDid"] == e["actorDid"] else name(e["targetDid"])
-        words = AUDIT_WORDS.get(action, action)
+        words = AUDIT_WORDS.get(action) or e["metadata"].get("words") or action  # a plugin's own words
         if e.get("outcome") == "denied":  # a refused admin action (denials.py): say so
             words = f"was refused ({e['metadata'].get('code')}) to {action}"
         out.append({"when": e["createdAt"], "actor": name(e["actorDid"]) or "An app",

@@ -1,0 +1,112 @@
+"""What plugins declare about themselves, collected once and checked before any migration
+runs: the event kinds they emit (`cr_event_kinds`) and the capabilities they check
+(`cr_capabilities`). A bad declaration (a name twice, a malformed name, the wrong type)
+stops start-up with a `DeclarationError` naming the plugin and the thing, so a plugin that
+cannot start never leaves half-applied migrations behind.
+
+The registry is ``app.declarations``; the event kinds are one mapping, ``app.event_kinds``
+(name → `EventKind`), which the webhooks plugin and anything else that offers events to
+apps read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from daemon.runtime.plugins import PluginError, results_by_plugin
+
+#: ``<prefix>.<what>``: lower-case words joined by dots, camelCase allowed after the first.
+DOTTED_NAME = re.compile(r"^[a-z][a-z0-9]*(\.[a-z][a-zA-Z0-9]*)+$")
+
+
+class DeclarationError(PluginError):
+    """A plugin declared something twice, or something malformed."""
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """A kind of domain event a plugin emits (with `emit_tx`), offered to apps.
+
+    :param name: ``<prefix>.<what>`` (``notice.posted``): the event's ``type``.
+    :param description: one sentence for the docs and the API (what happened).
+    :param schema: JSON schema of the event's ``data`` (``communityDid`` is added to it).
+    :param label: the words of the developer pages' checkbox ("A notice was posted");
+        the description when empty.
+    """
+
+    name: str
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    label: str = ""
+
+    @property
+    def words(self) -> str:
+        return self.label or self.description
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Something a member may be allowed to do in a community, checked with
+    ``app.communities.holds(actor, community, name)``. Admins hold every capability;
+    custom roles may grant it; `moderator` says whether the built-in moderator role holds it.
+
+    :param name: ``<plugin>.<what>`` (``notices.pin``).
+    :param description: what it allows, for the catalogue (``GET .../roles`` and the docs).
+    """
+
+    name: str
+    description: str
+    moderator: bool = False
+    #: Granted per collection (`records.create:<collection>`): the records plugin's only.
+    per_collection: bool = False
+
+
+@dataclass
+class Declarations:
+    """Everything plugins declared, each with the plugin that declared it."""
+
+    event_kinds: dict[str, EventKind] = field(default_factory=dict)
+    capabilities: dict[str, Capability] = field(default_factory=dict)
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)  # (what, name) -> plugin
+
+    def owner(self, what: str, name: str) -> str | None:
+        return self.owners.get((what, name))
+
+    def _add(self, what: str, plugin: str, name: str) -> None:
+        if not isinstance(name, str) or not DOTTED_NAME.match(name):
+            raise DeclarationError(f"plugin {plugin!r} declares the {what} {name!r}: a name must be "
+                                   "dotted lower-case words, such as 'notice.posted'")
+        other = self.owners.get((what, name))
+        if other is not None:
+            whose = " twice" if other == plugin else f", which plugin {other!r} declares too"
+            raise DeclarationError(f"plugin {plugin!r} declares the {what} {name!r}{whose}")
+        self.owners[(what, name)] = plugin
+
+
+def _items(plugin: str, hook: str, result: Any, kind: type) -> list[Any]:
+    if result is None:
+        return []
+    if isinstance(result, (str, bytes, dict)) or not all(isinstance(r, kind) for r in result):
+        raise DeclarationError(f"{plugin}.{hook} must return a list of {kind.__name__}, not {result!r}"[:300])
+    return list(result)
+
+
+def collect(pm: pluggy.PluginManager) -> Declarations:
+    """Call the declaration hooks, plugin by plugin, and check what they return."""
+    out = Declarations()
+    for plugin, result in results_by_plugin(pm, "cr_event_kinds"):
+        for kind in _items(plugin, "cr_event_kinds", result, EventKind):
+            out._add("event kind", plugin, kind.name)
+            if not isinstance(kind.schema, dict):
+                raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with a "
+                                       "schema that is not a JSON schema object")
+            out.event_kinds[kind.name] = kind
+    for plugin, result in results_by_plugin(pm, "cr_capabilities"):
+        for cap in _items(plugin, "cr_capabilities", result, Capability):
+            out._add("capability", plugin, cap.name)
+            out.capabilities[cap.name] = cap
+    return out
