@@ -243,3 +243,20 @@ async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, rec
     resp = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
                              json={"url": receiver().url, "events": ["notice.posted"]})
     assert resp.status == 400 and "unknown value(s) notice.posted" in resp.json()["message"]
+
+
+def test_a_custom_role_may_grant_a_plugins_capability_only_while_it_is_declared():
+    from daemon.plugin import ApiError
+    from plugins.communities.capabilities import role_fields
+    assert role_fields({"capabilities": ["notices.pin", "audit.read"]}, frozenset({"notices.pin"}))["capabilities"] \
+        == ["audit.read", "notices.pin"]
+    with pytest.raises(ApiError, match=r"capabilities\[0\]: must be one of .*audit.read"):
+        role_fields({"capabilities": ["notices.pin"]})
+
+
+@pytest.mark.parametrize("extra_plugins", [(Notices(),)])
+async def test_the_roles_capability_enum_lists_the_plugins_capabilities(app, client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    body = doc["paths"]["/api/v1/communities/{did}/roles"]["post"]["requestBody"]["content"]["application/json"]
+    enum = body["schema"]["properties"]["capabilities"]["items"]["enum"]
+    assert "notices.pin" in enum and "members.ban" in enum and "records.create" not in enum

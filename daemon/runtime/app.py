@@ -251,7 +251,10 @@ class Application(tornado.web.Application):
             from daemon.http.openapi import build_document
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
                                            namespace=self.config.atproto.namespace,
-                                           enums={"event_kinds": list(self.event_kinds)})
+                                           enums={"event_kinds": list(self.event_kinds),
+                                                  "capabilities": sorted(
+                                                      name for name, cap in self.declarations.capabilities.items()
+                                                      if not cap.per_collection)})
         return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
