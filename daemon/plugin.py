@@ -15,7 +15,7 @@ the core imports it.
 from __future__ import annotations
 
 from daemon import __version__, hookimpl
-from daemon.atproto.proofs import UserMethod
+from daemon.atproto.proofs import UserMethod, prove_acting_user
 from daemon.atproto.syntax import (is_at_uri, is_cid, is_datetime, is_did, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, require_at_uri, require_did, require_handle,
                                    require_nsid, require_rkey)
@@ -60,7 +60,7 @@ __all__ = [
     # events
     "emit_tx", "Event", "EVENT_TYPES", "EventKind",
     # acting for a user, writing to repos
-    "UserMethod", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
+    "UserMethod", "prove_acting_user", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     # time

@@ -397,7 +397,7 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
                 built = build_operation(path, path_params, handler, method, op, variant)
                 acting = _user_method(handler, method, path) if namespace else None
                 if acting is not None:
-                    built["x-atproto-method-id"] = f"{namespace}.{acting.name}"
+                    built["x-atproto-method-id"] = acting.id(namespace)
                     built["x-atproto-user-field"] = acting.field
                 paths.setdefault(path, {})[method] = built
     doc: dict[str, Any] = {

@@ -378,14 +378,15 @@ class Application(tornado.web.Application):
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
                      start: bool = True, repeat_periodic: bool = True) -> Application:
-    """Open and migrate the store, build the routes, start the plugins' background work
-    (periodic work after its start-up pass only with `repeat_periodic`)."""
+    """Build the application and its routes, check what the plugins declared, migrate the
+    store, start the plugins' background work (periodic work after its start-up pass only
+    with `repeat_periodic`). Nothing is migrated for plugins that fail their declarations
+    (`cr_event_kinds`, `cr_capabilities`, `cr_lexicons`, method ids, routes)."""
     declarations = collect_declarations(pm)  # refuses a bad declaration before any migration
     db = Database(config.database_path, read_connections=config.storage.read_connections,
                   busy_timeout_ms=config.storage.busy_timeout_ms)
     await db.open()
     try:
-        await migrate_with_backup(db, config, pm)
         app = Application(config, pm, db, clock, declarations)
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
@@ -399,6 +400,8 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
         app.routes = routes
+        proofs.check_user_methods(app, declarations.method_lexicons())
+        await migrate_with_backup(db, config, pm)  # the Application's parts touch no table before this
         app.metrics.name_routes(routes)
         for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
             if refresh is not None:

@@ -11,8 +11,10 @@ apps read.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -71,7 +73,15 @@ class Declarations:
 
     event_kinds: dict[str, EventKind] = field(default_factory=dict)
     capabilities: dict[str, Capability] = field(default_factory=dict)
+    #: The lexicons plugins ship (`cr_lexicons`), by id: their methods' (and records') schemas.
+    lexicons: dict[str, dict[str, Any]] = field(default_factory=dict)
     owners: dict[tuple[str, str], str] = field(default_factory=dict)  # (what, name) -> plugin
+
+    def method_lexicons(self) -> set[str]:
+        """The ids of the shipped lexicons that describe a method (a query or procedure)."""
+        return {nsid for nsid, doc in self.lexicons.items()
+                if isinstance(doc.get("defs"), dict) and isinstance(doc["defs"].get("main"), dict)
+                and doc["defs"]["main"].get("type") in ("query", "procedure")}
 
     def owner(self, what: str, name: str) -> str | None:
         return self.owners.get((what, name))
@@ -109,4 +119,22 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
         for cap in _items(plugin, "cr_capabilities", result, Capability):
             out._add("capability", plugin, cap.name)
             out.capabilities[cap.name] = cap
+    for plugin, result in results_by_plugin(pm, "cr_lexicons"):
+        if result is None:
+            continue
+        folder = Path(result)
+        if not folder.is_dir():
+            raise DeclarationError(f"{plugin}.cr_lexicons names {str(folder)!r}, which is not a directory")
+        for path in sorted(folder.glob("*.json")):
+            try:
+                doc = json.loads(path.read_text())
+                nsid = doc["id"]
+            except (ValueError, KeyError, TypeError):
+                raise DeclarationError(f"plugin {plugin!r} ships {path.name}, which is not a lexicon "
+                                       "(JSON with an id)") from None
+            if path.stem != nsid:
+                raise DeclarationError(f"plugin {plugin!r} ships the lexicon {nsid!r} in {path.name}: "
+                                       "name the file after its id")
+            out._add("lexicon", plugin, nsid)
+            out.lexicons[nsid] = doc
     return out

@@ -108,6 +108,20 @@ def cr_capabilities() -> "list[Capability] | None":
     """
 
 
+@hookspec
+def cr_lexicons() -> "str | None":
+    """Ship the plugin's lexicons: the schemas of the methods it acts by for a user (and of
+    the records it writes).
+
+    Called once per plugin at start-up, before any migration runs. A route that acts in a
+    user's name under the plugin's own NSID authority (``UserMethod("com.example.notices.post",
+    "userDid")``) must have a lexicon of that id, a ``query`` or ``procedure``; the start-up
+    refuses it otherwise, and two plugins shipping one id.
+
+    :return: a directory of ``<nsid>.json`` lexicon files, or None.
+    """
+
+
 # ------------------------------------------------------------------ storage
 
 
