@@ -134,3 +134,30 @@ def test_the_core_never_imports_the_plugin_api():
                  if path.name != "plugin.py" and re.search(r"^\s*from daemon\.plugin import|^\s*import daemon\.plugin",
                                                            path.read_text(), re.M)]
     assert importers == []
+
+
+def shipped_fixtures() -> set[str]:
+    """The fixtures `commonroom_testing` defines at module level (the ones a plugin's tests get)."""
+    names = set()
+    for path in (ROOT / "commonroom_testing").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    "fixture" in ast.unparse(d) for d in node.decorator_list):
+                names.add(node.name)
+    return names
+
+
+def test_every_shipped_fixture_is_in_the_docs_table():
+    table = PLUGIN_DOC.split("| fixture | what it is |", 1)[1].split("\n\n", 1)[0]
+    fixtures = shipped_fixtures()
+    assert {"app", "client", "clock", "webhook_receiver", "devnet"} <= fixtures
+    missing = sorted(name for name in fixtures if f"`{name}`" not in table)
+    assert missing == [], f"add these to docs/plugins.md's fixture table: {missing}"
+
+
+def test_the_examples_pin_the_setuptools_that_builds_them():
+    import tomllib
+    for example in (ROOT / "examples").iterdir():
+        if (example / "pyproject.toml").is_file():
+            requires = tomllib.loads((example / "pyproject.toml").read_text())["build-system"]["requires"]
+            assert any(re.fullmatch(r"setuptools==[0-9.]+", r) for r in requires), example.name

@@ -5,7 +5,6 @@ its own that apps subscribe to and receive signed."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
 
 import pytest
@@ -16,7 +15,8 @@ from daemon.plugin import (STRING, Actor, Capability, CommunitiesService, Config
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError, collect
 from daemon.runtime.plugins import build_plugin_manager
-from tests.fixtures_webhooks import LOOPBACK_TARGETS, make_app_key, make_community, settle, wait_until
+from commonroom_testing.webhooks import LOOPBACK_TARGETS, subscribe
+from tests.fixtures_webhooks import make_app_key, make_community, settle
 
 COMMUNITY = "did:plc:community1"
 NOTICE_POSTED = EventKind("notice.posted", "A notice was posted on a community's board.",
@@ -192,25 +192,17 @@ async def test_a_plugins_audit_entry_reads_in_its_own_words_on_the_history(app, 
 # ------------------------------------------------------------------ event kinds of a plugin's own
 
 
-@pytest.fixture
-def clock():
-    # the receiver verifies webhook-timestamp against the real time (5 minutes' tolerance)
-    return FakeClock(start=time.time())
-
-
 @pytest.mark.parametrize(("extra_plugins", "config_overrides"), [((Notices(),), LOOPBACK_TARGETS)])
-async def test_apps_subscribe_to_a_plugins_event_kind_and_receive_it_signed(app, client, receiver):
+async def test_apps_subscribe_to_a_plugins_event_kind_and_receive_it_signed(app, client, webhook_receiver):
+    # the shipped receiver verifies with standardwebhooks against the real time: the default
+    # test clock starts there
     created = await make_app_key(app, client)
     await make_community(app, COMMUNITY)
-    rec = receiver()
-    resp = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
-                             json={"url": rec.url, "events": ["notice.posted"]})
-    assert resp.status == 201, resp.text
-    rec.secrets = [resp.json()["secret"]]
+    rec = webhook_receiver()
+    await subscribe(client, created["apiKey"], rec, ["notice.posted"])
     async with app.db.transaction("notices.post") as tx:
         event = await emit_tx(app, tx, "notice.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
-    await wait_until(lambda: rec.requests, what="a delivery")
-    got = rec.requests[0]
+    [got] = await rec.wait_for(1)
     assert got.verify_error is None and got.webhook_id == event.id
     assert got.verified["type"] == "notice.posted"
     assert got.verified["data"] == {"noticeId": "n1", "communityDid": COMMUNITY}
@@ -238,10 +230,10 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
 
 
 @pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS])
-async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, receiver):
+async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, webhook_receiver):
     created = await make_app_key(app, client)
     resp = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
-                             json={"url": receiver().url, "events": ["notice.posted"]})
+                             json={"url": webhook_receiver().url, "events": ["notice.posted"]})
     assert resp.status == 400 and "unknown value(s) notice.posted" in resp.json()["message"]
 
 
