@@ -30,7 +30,8 @@ from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.clock import Clock, FakeClock, iso
 from daemon.runtime.config import ConfigError, check_range
-from daemon.runtime.declarations import Capability, EventKind
+from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
+from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
                                      WebhooksService, WebService)
@@ -49,6 +50,8 @@ __all__ = [
     "operation", "query", "header", "obj", "arr", "nullable", "page", "Response", "html", "redirect",
     "NO_CONTENT", "STRING", "STRING_OR_NULL", "INTEGER", "BOOLEAN", "DATETIME", "DATETIME_OR_NULL", "DID",
     "CURSOR", "ANY", "EVENT_KIND", "enum_of",
+    # pages for people (the web plugin draws them in the site's layout)
+    "PageHandler", "PageNameError", "SignInRequired", "CSRF_FIELD", "FORM_TYPE", "safe_next", "WebFolders", "Link", "SLOTS",
     # validation of input
     "validate", "invalid", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",

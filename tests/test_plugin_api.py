@@ -38,7 +38,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "store.apps": _STORE_OTHER, "store.communities": _STORE_OTHER, "store.members": _STORE_OTHER,
         "store.db": "the queries module's Reader use " + _INTERNAL,
         "daemon.atproto.pds": "image URLs of community pictures: " + _INTERNAL,
-        "daemon.http.base": "CSRF and the same-site redirect check of its page base: " + _INTERNAL,
         "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
     },

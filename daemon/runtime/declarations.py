@@ -67,6 +67,53 @@ class Capability:
     per_collection: bool = False
 
 
+@dataclass(frozen=True)
+class WebFolders:
+    """A plugin's templates and static files (`cr_web_folders`), both optional.
+
+    :param templates: a directory of Tornado templates; a page renders ``<name>.html`` of it
+        (``PageHandler.render_page``), and a template extends the site's layout with
+        ``{% extends "base.html" %}`` (other names of the site's: ``_card.html``...); its own
+        files are named ``<plugin>/<file>``.
+    :param static: a directory of ``.css``, ``.js``, ``.svg``, ``.png``, ``.ico`` files, served
+        under cache-busting URLs: ``{{ static("<plugin>/<file>") }}`` in a template.
+    """
+
+    templates: str | None = None
+    static: str | None = None
+
+
+#: The named places where plugins add links (`cr_web_links`), with what each link's
+#: `href` and `when` see besides ``me`` (the signed-in person: ``did``, ``handle``; or None).
+SLOTS: dict[str, str] = {
+    "site.nav": "the site's navigation, on every page",
+    "community.page": "a community's page (`community`: did, handle, name, type; `membership`: "
+                      "isMember, isAdmin, isPending, roles)",
+    "community.settings": "a community's settings page and its section navigation (`community`)",
+    "member.actions": "a member's row of actions on the members page (`community`, `member`: did, handle)",
+    "person.home": "a signed-in person's home page",
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link a plugin adds to a named place of the site's pages (`SLOTS`).
+
+    :param slot: one of `SLOTS`.
+    :param label: the link's words.
+    :param href: a path on this site; ``{community[handle]}``, ``{community[did]}``,
+        ``{member[did]}``, ``{me[did]}`` are filled in from the slot's values (URL-escaped),
+        or a function of those values returning the path (None: no link).
+    :param when: a function of the slot's values: show the link only when it returns True
+        (None: always; ``lambda v: v["me"] is not None`` for signed-in people).
+    """
+
+    slot: str
+    label: str
+    href: Any
+    when: Any = None
+
+
 @dataclass
 class Declarations:
     """Everything plugins declared, each with the plugin that declared it."""
@@ -75,6 +122,10 @@ class Declarations:
     capabilities: dict[str, Capability] = field(default_factory=dict)
     #: The lexicons plugins ship (`cr_lexicons`), by id: their methods' (and records') schemas.
     lexicons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Each plugin's template and static folders (`cr_web_folders`).
+    web_folders: dict[str, WebFolders] = field(default_factory=dict)
+    #: The links of each slot, in plugin order (`cr_web_links`).
+    links: dict[str, list[Link]] = field(default_factory=lambda: {slot: [] for slot in SLOTS})
     owners: dict[tuple[str, str], str] = field(default_factory=dict)  # (what, name) -> plugin
 
     def method_lexicons(self) -> set[str]:
@@ -137,4 +188,25 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
                                        "name the file after its id")
             out._add("lexicon", plugin, nsid)
             out.lexicons[nsid] = doc
+    for plugin, result in results_by_plugin(pm, "cr_web_folders"):
+        if result is None:
+            continue
+        if not isinstance(result, WebFolders):
+            raise DeclarationError(f"{plugin}.cr_web_folders must return WebFolders, not {result!r}"[:300])
+        for what, folder in (("templates", result.templates), ("static", result.static)):
+            if folder is not None and not Path(folder).is_dir():
+                raise DeclarationError(f"plugin {plugin!r} declares the {what} folder {str(folder)!r}, "
+                                       "which is not a directory")
+        out.web_folders[plugin] = result
+    for plugin, result in results_by_plugin(pm, "cr_web_links"):
+        for link in _items(plugin, "cr_web_links", result, Link):
+            if link.slot not in SLOTS:
+                raise DeclarationError(f"plugin {plugin!r} adds the link {link.label!r} to the unknown slot "
+                                       f"{link.slot!r} (slots: {', '.join(SLOTS)})")
+            key = f"{link.slot} {link.href if isinstance(link.href, str) else link.label}"
+            if out.owners.get(("link", key)) == plugin:
+                raise DeclarationError(f"plugin {plugin!r} adds the link {link.label!r} to the slot "
+                                       f"{link.slot!r} twice")
+            out.owners[("link", key)] = plugin
+            out.links[link.slot].append(link)
     return out

@@ -31,7 +31,7 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
     from daemon.runtime.config import Config
-    from daemon.runtime.declarations import Capability, EventKind
+    from daemon.runtime.declarations import Capability, EventKind, Link, WebFolders
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
     from daemon.http.base import BaseHandler, Principal
@@ -122,6 +122,32 @@ def cr_lexicons() -> "str | None":
     """
 
 
+@hookspec
+def cr_web_folders() -> "WebFolders | None":
+    """Ship templates and static files for the plugin's pages (docs/plugins.md, "Pages").
+
+    Called once per plugin at start-up, before any migration runs; the web plugin compiles
+    the templates then (a broken template, or one naming a file outside the folders, stops
+    start-up). A page (`daemon.plugin.PageHandler` with ``plugin = "<name>"``) renders only
+    templates of its own folder.
+
+    :return: `daemon.plugin.WebFolders` (``templates``, ``static``: directories), or None.
+    """
+
+
+@hookspec
+def cr_web_links() -> "list[Link] | None":
+    """Add links to named places of the site's pages (`daemon.plugin.SLOTS`: the site's
+    navigation, a community's page, its settings, a member's row of actions, a person's
+    home). The built-in web plugin adds its own navigation the same way.
+
+    Called once per plugin at start-up, before any migration runs. An unknown slot, or one
+    link added to a slot twice, stops start-up naming the plugin.
+
+    :return: a list of `daemon.plugin.Link` (slot, label, href, when), or None.
+    """
+
+
 # ------------------------------------------------------------------ storage
 
 
@@ -194,7 +220,10 @@ def cr_render_page(handler: "BaseHandler", page: str, title: str, status: int,
     a page of its own, such as the oauth plugin's login failure, asks for it by name).
 
     :param handler: the handler to finish.
-    :param page: the page's name (the web plugin renders ``<page>.html`` of its templates).
+    :param page: the page's name: one of the site's (the web plugin renders ``<page>.html`` of
+        its templates: ``error``, ``signin``, ``login_failed``), or a plugin's own template,
+        ``<plugin>/<file>.html`` of its `cr_web_folders` (what `daemon.plugin.PageHandler`
+        asks for). `values` hold ``me`` and ``csrf`` for a page with a session.
     :param title: the page's title; `status`: the HTTP status; `values`: what the page shows.
     :return: True after writing the whole answer; None when no plugin knows the page (the
         caller then answers plainly). Stops at the first non-None result. Must be a plain

@@ -136,7 +136,8 @@ class MembersPage(PageHandler):
             params = {"cursor": listed["cursor"], **({"search": search} if search else {})}
             more = f"{community_path(row)}/settings/members?{urlencode(params)}"
         self.render_page("members.html", title=f"Members of {row['display_name']}",
-                         community={"displayName": row["display_name"]}, path_of=community_path(row),
+                         community={"displayName": row["display_name"], "did": row["did"], "handle": row["handle"]},
+                         path_of=community_path(row),
                          members=listed["members"], more=more, search=search,
                          i_am_primary=me.is_primary, total=row["member_count"],
                          paged=bool(self.get_query_argument("cursor", "")),
