@@ -83,7 +83,7 @@ class Board:
     def cr_web_links(self) -> list[Link]:
         return self.links if self.links is not None else [
             Link("site.nav", "Boards", "/boards"),
-            Link("community.page", "Noticeboard", "/board/{community[handle]}", when=members_only),
+            Link("community.page", "Board of notes", "/board/{community[handle]}", when=members_only),
             Link("person.home", "My notices", "/board-mine"),
             Link("community.settings", "Noticeboard settings", "/board/{community[did]}/settings"),
             Link("member.actions", "Notices by", lambda v: f"/board/{v['community']['handle']}?by={v['member']['did']}"),
@@ -164,9 +164,9 @@ async def test_plugins_links_appear_in_their_slots_with_the_sites_own(app, clien
     assert '<a href="/board-mine">My notices</a>' in signed_in_home
 
     as_member = (await client.get(f"/c/{handle}", headers=cookie(await login_as(app, member, "m.test")))).text
-    assert f'<a href="/board/{handle}">Noticeboard</a>' in as_member
+    assert f'<a href="/board/{handle}">Board of notes</a>' in as_member
     as_outsider = (await client.get(f"/c/{handle}", headers=cookie(await login_as(app, outsider, "o.test")))).text
-    assert "Noticeboard" not in as_outsider
+    assert "Board of notes" not in as_outsider
 
     settings = (await client.get(f"/c/{handle}/settings", headers=cookie(admin))).text
     assert f'<a href="/board/{did}/settings">Noticeboard settings</a>' in settings

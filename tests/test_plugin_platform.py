@@ -19,8 +19,8 @@ from commonroom_testing.webhooks import LOOPBACK_TARGETS, subscribe
 from tests.fixtures_webhooks import make_app_key, make_community, settle
 
 COMMUNITY = "did:plc:community1"
-NOTICE_POSTED = EventKind("notice.posted", "A notice was posted on a community's board.",
-                          obj({"noticeId": STRING, "communityDid": STRING}, ["noticeId"]), "A notice was posted")
+BULLETIN_POSTED = EventKind("bulletin.posted", "A bulletin was posted.",
+                          obj({"noticeId": STRING, "communityDid": STRING}, ["noticeId"]), "A bulletin was posted")
 
 
 class Notices:
@@ -28,12 +28,12 @@ class Notices:
 
     @hookimpl
     def cr_event_kinds(self) -> list[EventKind]:
-        return [NOTICE_POSTED]
+        return [BULLETIN_POSTED]
 
     @hookimpl
     def cr_capabilities(self) -> list[Capability]:
-        return [Capability("notices.pin", "pin a notice", moderator=True),
-                Capability("notices.archive", "archive old notices")]
+        return [Capability("bulletins.pin", "pin a notice", moderator=True),
+                Capability("bulletins.archive", "archive old notices")]
 
 
 def plugin(**hooks: Any) -> Any:
@@ -65,13 +65,13 @@ def test_the_built_in_kinds_and_capabilities_are_declared_like_any_plugins():
 
 
 @pytest.mark.parametrize(("hooks", "message"), [
-    ({"cr_event_kinds": lambda: [NOTICE_POSTED, NOTICE_POSTED]}, r"'P' declares the event kind 'notice.posted' twice"),
+    ({"cr_event_kinds": lambda: [BULLETIN_POSTED, BULLETIN_POSTED]}, r"'P' declares the event kind 'bulletin.posted' twice"),
     ({"cr_event_kinds": lambda: [EventKind("member.joined", "again")]},
      r"'P' declares the event kind 'member.joined', which plugin 'communities' declares too"),
     ({"cr_capabilities": lambda: [Capability("members.ban", "mine")]},
      r"'P' declares the capability 'members.ban', which plugin 'communities' declares too"),
     ({"cr_event_kinds": lambda: [EventKind("Notice Posted", "x")]}, r"'P' declares the event kind 'Notice Posted'"),
-    ({"cr_capabilities": lambda: ["notices.pin"]}, r"P.cr_capabilities must return a list of Capability"),
+    ({"cr_capabilities": lambda: ["bulletins.pin"]}, r"P.cr_capabilities must return a list of Capability"),
 ])
 def test_a_bad_declaration_stops_start_up_naming_the_plugin_and_the_thing(hooks, message):
     pm = build_plugin_manager(load_entry_points=False)
@@ -81,7 +81,7 @@ def test_a_bad_declaration_stops_start_up_naming_the_plugin_and_the_thing(hooks,
 
 
 def test_a_plugin_that_fails_its_declarations_leaves_no_migration_behind(tmp_path, io_loop):
-    bad = plugin(cr_event_kinds=lambda: [NOTICE_POSTED, NOTICE_POSTED])
+    bad = plugin(cr_event_kinds=lambda: [BULLETIN_POSTED, BULLETIN_POSTED])
     config, pm = build_config(tmp_path, {}, (bad,))
     with pytest.raises(DeclarationError, match="twice"):
         io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock()))
@@ -113,7 +113,7 @@ async def test_a_plugin_finds_any_service_by_its_interface(app):
     assert app.service(Protocol) is None
 
 
-@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["records", "webhooks", "web", "communities"]}}])
+@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["records", "webhooks", "web", "communities", "noticeboard"]}}])
 async def test_a_disabled_plugins_service_is_none_by_type_too(app):
     assert app.service(CommunitiesService) is None
 
@@ -166,13 +166,13 @@ async def test_the_communities_service_answers_with_plain_values(app, client):
     assert not await communities.may_see(Actor("did:plc:plain", "app_other"), COMMUNITY)
 
     # a plugin's capability: admins hold it; the moderator role holds the one declared for it
-    assert await communities.holds("did:plc:admin", COMMUNITY, "notices.archive")
-    assert await communities.holds(Actor("did:plc:mod1"), COMMUNITY, "notices.pin")
-    assert not await communities.holds("did:plc:mod1", COMMUNITY, "notices.archive")
-    assert not await communities.holds("did:plc:plain", COMMUNITY, "notices.pin")
+    assert await communities.holds("did:plc:admin", COMMUNITY, "bulletins.archive")
+    assert await communities.holds(Actor("did:plc:mod1"), COMMUNITY, "bulletins.pin")
+    assert not await communities.holds("did:plc:mod1", COMMUNITY, "bulletins.archive")
+    assert not await communities.holds("did:plc:plain", COMMUNITY, "bulletins.pin")
     assert await communities.holds("did:plc:mod1", COMMUNITY, "members.ban")
-    with pytest.raises(ValueError, match="no plugin declares the capability 'notices.nothing'"):
-        await communities.holds("did:plc:admin", COMMUNITY, "notices.nothing")
+    with pytest.raises(ValueError, match="no plugin declares the capability 'bulletins.nothing'"):
+        await communities.holds("did:plc:admin", COMMUNITY, "bulletins.nothing")
 
 
 @pytest.mark.parametrize("extra_plugins", [(Notices(),)])
@@ -180,8 +180,8 @@ async def test_a_plugins_audit_entry_reads_in_its_own_words_on_the_history(app, 
     from tests.helpers import login_as
     await make_community(app, COMMUNITY)
     await _member(app, COMMUNITY, "did:plc:admin", admin_rank=0)
-    async with app.db.transaction("notices.pin") as tx:
-        await app.communities.audit_tx(tx, COMMUNITY, Actor("did:plc:admin"), "notice.pinned",
+    async with app.db.transaction("bulletins.pin") as tx:
+        await app.communities.audit_tx(tx, COMMUNITY, Actor("did:plc:admin"), "bulletin.pinned",
                                        "pinned a notice by", target_did="did:plc:writer", details={"noticeId": "n1"})
     session = await login_as(app, "did:plc:admin", "admin.test")
     page = await client.get(f"/c/{COMMUNITY}/settings/audit", session=session)
@@ -199,18 +199,18 @@ async def test_apps_subscribe_to_a_plugins_event_kind_and_receive_it_signed(app,
     created = await make_app_key(app, client)
     await make_community(app, COMMUNITY)
     rec = webhook_receiver()
-    await subscribe(client, created["apiKey"], rec, ["notice.posted"])
-    async with app.db.transaction("notices.post") as tx:
-        event = await emit_tx(app, tx, "notice.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
+    await subscribe(client, created["apiKey"], rec, ["bulletin.posted"])
+    async with app.db.transaction("bulletins.post") as tx:
+        event = await emit_tx(app, tx, "bulletin.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
     [got] = await rec.wait_for(1)
     assert got.verify_error is None and got.webhook_id == event.id
-    assert got.verified["type"] == "notice.posted"
+    assert got.verified["type"] == "bulletin.posted"
     assert got.verified["data"] == {"noticeId": "n1", "communityDid": COMMUNITY}
     await settle(app)
 
     unknown = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
-                                json={"url": rec.url, "events": ["notice.deleted"]})
-    assert unknown.status == 400 and "unknown value(s) notice.deleted" in unknown.json()["message"]
+                                json={"url": rec.url, "events": ["bulletin.deleted"]})
+    assert unknown.status == 400 and "unknown value(s) bulletin.deleted" in unknown.json()["message"]
 
 
 @pytest.mark.parametrize("extra_plugins", [(Notices(),)])
@@ -218,7 +218,7 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
     doc = (await client.get("/api/v1/openapi.json")).json()
     events = doc["paths"]["/api/v1/webhooks"]["post"]["requestBody"]["content"]["application/json"]["schema"][
         "properties"]["events"]
-    assert "notice.posted" in events["items"]["enum"] and "member.joined" in events["items"]["enum"]
+    assert "bulletin.posted" in events["items"]["enum"] and "member.joined" in events["items"]["enum"]
     assert events["maxItems"] == len(app.event_kinds) and "x-enum-of" not in str(doc)
 
     from tests.helpers import login_as
@@ -226,24 +226,24 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
     created = await make_app_key(app, client)
     page = await client.get(f"/apps/{created['appId']}/webhooks/new", session=session)
     assert page.status == 200, page.text
-    assert 'value="notice.posted"' in page.text and "A notice was posted" in page.text
+    assert 'value="bulletin.posted"' in page.text and "A bulletin was posted" in page.text
 
 
 @pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS])
 async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, webhook_receiver):
     created = await make_app_key(app, client)
     resp = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
-                             json={"url": webhook_receiver().url, "events": ["notice.posted"]})
-    assert resp.status == 400 and "unknown value(s) notice.posted" in resp.json()["message"]
+                             json={"url": webhook_receiver().url, "events": ["bulletin.posted"]})
+    assert resp.status == 400 and "unknown value(s) bulletin.posted" in resp.json()["message"]
 
 
 def test_a_custom_role_may_grant_a_plugins_capability_only_while_it_is_declared():
     from daemon.plugin import ApiError
     from plugins.communities.capabilities import role_fields
-    assert role_fields({"capabilities": ["notices.pin", "audit.read"]}, frozenset({"notices.pin"}))["capabilities"] \
-        == ["audit.read", "notices.pin"]
+    assert role_fields({"capabilities": ["bulletins.pin", "audit.read"]}, frozenset({"bulletins.pin"}))["capabilities"] \
+        == ["audit.read", "bulletins.pin"]
     with pytest.raises(ApiError, match=r"capabilities\[0\]: must be one of .*audit.read"):
-        role_fields({"capabilities": ["notices.pin"]})
+        role_fields({"capabilities": ["bulletins.pin"]})
 
 
 @pytest.mark.parametrize("extra_plugins", [(Notices(),)])
@@ -251,4 +251,4 @@ async def test_the_roles_capability_enum_lists_the_plugins_capabilities(app, cli
     doc = (await client.get("/api/v1/openapi.json")).json()
     body = doc["paths"]["/api/v1/communities/{did}/roles"]["post"]["requestBody"]["content"]["application/json"]
     enum = body["schema"]["properties"]["capabilities"]["items"]["enum"]
-    assert "notices.pin" in enum and "members.ban" in enum and "records.create" not in enum
+    assert "bulletins.pin" in enum and "members.ban" in enum and "records.create" not in enum
