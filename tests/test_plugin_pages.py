@@ -20,7 +20,7 @@ from tests.fixtures_communities import seed_community
 from tests.helpers import login_as
 
 BOARD = """{% extends "base.html" %}
-{% block main %}<h1>Board of {{ community }}</h1>
+{% block main %}{% if notice %}<p role="status">{{ notice }}</p>{% end %}<h1>Board of {{ community }}</h1>
 <link rel="stylesheet" href="{{ static('board/board.css') }}">
 {% include "board/_note.html" %}
 <form method="post"><input type="hidden" name="{{ csrf_field }}" value="{{ csrf }}"><button>Post</button></form>
@@ -39,6 +39,7 @@ def folders(tmp_path: Path, **templates: str) -> WebFolders:
 
 class BoardPage(PageHandler):
     plugin = "board"
+    notices = {"posted": "Your note is up."}
 
     async def get(self, ident: str) -> None:
         if ident == "missing":
@@ -46,7 +47,7 @@ class BoardPage(PageHandler):
         self.render_page("board.html", title="Board", community=ident, note="hello")
 
     async def submit(self, ident: str) -> None:
-        self.see_other(f"/board/{ident}?posted=1")
+        self.see_other(f"/board/{ident}", done="posted")
 
 
 class PrivateBoard(PageHandler):
@@ -123,7 +124,10 @@ async def test_a_signed_in_person_sees_themselves_and_posts_the_form_with_its_cs
     assert f'name="_csrf" value="{session.csrf}"' in page
     posted = await client.post("/board/club.test", body=f"_csrf={session.csrf}",
                                headers={**cookie(session), "Content-Type": "application/x-www-form-urlencoded"})
-    assert posted.status == 303 and posted.headers["Location"] == "/board/club.test?posted=1"
+    assert posted.status == 303 and posted.headers["Location"] == "/board/club.test?done=posted"
+    after = await client.get(posted.headers["Location"], headers=cookie(session))
+    assert '<p role="status">Your note is up.</p>' in after.text        # the flash message
+    assert '<p role="status">' not in (await client.get("/board/club.test?done=forged")).text   # fixed words only
     forged = await client.post("/board/club.test", body="_csrf=wrong",
                                headers={**cookie(session), "Content-Type": "application/x-www-form-urlencoded"})
     assert forged.status == 403 and "This form could not be sent" in forged.text and "site-header" in forged.text

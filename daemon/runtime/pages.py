@@ -14,7 +14,7 @@ from __future__ import annotations
 import hmac
 import re
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 
 from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
@@ -63,6 +63,9 @@ class PageHandler(BaseHandler):
 
     #: The plugin whose template folder the page's templates are in (`cr_web_folders`).
     plugin: str = ""
+    #: Flash messages: ``see_other(url, done="posted")`` leads to a page that shows
+    #: ``notices["posted"]`` (as `notice`; the site's ``?done=`` pattern: only fixed words).
+    notices: dict[str, str] = {}
     login_required = False
     serves_html = True  # pages for people: not in the OpenAPI document
     form: dict[str, str]
@@ -157,6 +160,7 @@ class PageHandler(BaseHandler):
         """Answer with `template` of this plugin's folder in the site's layout."""
         if not self.plugin:
             raise TypeError(f"{type(self).__name__} sets no `plugin`: whose templates would it render?")
+        values.setdefault("notice", self.notices.get(self.get_query_argument("done", "")))
         self.render_site_page(page_name(self.plugin, template), title=title, status=status,
                               sign_in_form=sign_in_form, **values)
 
@@ -175,8 +179,11 @@ class PageHandler(BaseHandler):
             self.put_header("Content-Type", "text/plain; charset=utf-8")
             self.finish(f"{title}\n")
 
-    def see_other(self, url: str) -> None:
-        """Redirect-after-post: 303, so a reload does not send the form again."""
+    def see_other(self, url: str, *, done: str | None = None) -> None:
+        """Redirect-after-post: 303, so a reload does not send the form again; `done` names
+        the flash message (`notices`) the next page shows."""
+        if done is not None:
+            url += ("&" if "?" in url else "?") + urlencode({"done": done})
         self.redirect(url, status=303)
 
     # ---------------------------------------------------------------- errors as pages

@@ -14,6 +14,7 @@ IDENT = r"([^/]+)"
 
 class BoardPage(PageHandler):
     plugin = "noticeboard"   # the entry-point name: templates come from this plugin's folder
+    notices = {"posted": "Your notice is on the board."}   # flash messages: see_other(..., done=)
 
     async def get(self, ident: str) -> None:
         me = self.me
@@ -21,8 +22,7 @@ class BoardPage(PageHandler):
         notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size)
         membership = await board.communities(self.app).membership(community.did, me["did"]) if me else None
         self.render_page("board.html", title=f"Noticeboard of {community.name}", community=community,
-                         notices=notices, can_post=bool(membership and membership.is_member),
-                         posted=self.get_query_argument("posted", "") == "1", error=None,
+                         notices=notices, can_post=bool(membership and membership.is_member), error=None,
                          max_length=self.app.config.plugin("noticeboard").max_length)
 
     async def submit(self, ident: str) -> None:
@@ -35,11 +35,11 @@ class BoardPage(PageHandler):
                 raise
             notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size)
             self.render_page("board.html", title=f"Error: Noticeboard of {community.name}", status=exc.status,
-                             community=community, notices=notices, can_post=exc.status != 403, posted=False,
+                             community=community, notices=notices, can_post=exc.status != 403,
                              error=exc.message, text=self.form.get("text", ""),
                              max_length=self.app.config.plugin("noticeboard").max_length)
             return
-        self.see_other(f"/c/{quote(community.handle)}/notices?posted=1")
+        self.see_other(f"/c/{quote(community.handle)}/notices", done="posted")
 
     def form_page(self) -> str:
         return self.request.path

@@ -96,8 +96,9 @@ async def test_the_board_is_a_page_in_the_site_linked_from_the_community_page(ap
     sent = await client.post(f"/c/{handle}/notices", body=f"_csrf={bob.csrf}&text=Tea+after+choir",
                              headers={"Cookie": f"sid={bob.sid}",
                                       "Content-Type": "application/x-www-form-urlencoded"})
-    assert sent.status == 303 and sent.headers["Location"] == f"/c/{handle}/notices?posted=1", sent.text
-    assert "Tea after choir" in (await client.get(f"/c/{handle}/notices")).text
+    assert sent.status == 303 and sent.headers["Location"] == f"/c/{handle}/notices?done=posted", sent.text
+    after = (await client.get(sent.headers["Location"], headers={"Cookie": f"sid={bob.sid}"})).text
+    assert "Tea after choir" in after and "Your notice is on the board." in after
 
 
 async def test_moderators_remove_notices_and_the_history_says_so(app, client, devnet, people):
