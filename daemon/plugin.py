@@ -34,7 +34,7 @@ from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebF
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
-                                     WebhooksService, WebService)
+                                     RecordsService, WebhooksService, WebService)
 from daemon.security.access import Actor, MemberStatus
 from store.db import Reader, Row, Transaction
 
@@ -66,6 +66,7 @@ __all__ = [
     "UserMethod", "prove_acting_user", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
+    "RecordsService",
     # time
     "Clock", "FakeClock", "iso",
     # the command line

@@ -25,6 +25,10 @@ from daemon.runtime.plugins import PluginError, results_by_plugin
 DOTTED_NAME = re.compile(r"^[a-z][a-z0-9]*(\.[a-z][a-zA-Z0-9]*)+$")
 
 
+#: Who an event kind goes to (`EventKind.audience`).
+AUDIENCES = ("community", "managers")
+
+
 class DeclarationError(PluginError):
     """A plugin declared something twice, or something malformed."""
 
@@ -38,12 +42,16 @@ class EventKind:
     :param schema: JSON schema of the event's ``data`` (``communityDid`` is added to it).
     :param label: the words of the developer pages' checkbox ("A notice was posted");
         the description when empty.
+    :param audience: which apps' webhooks receive it: ``"community"`` (every app that may
+        see the community), or ``"managers"`` (only apps the community trusts to act for
+        its admins: its creator app and apps granted management).
     """
 
     name: str
     description: str
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
     label: str = ""
+    audience: str = "community"
 
     @property
     def words(self) -> str:
@@ -162,6 +170,9 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
     for plugin, result in results_by_plugin(pm, "cr_event_kinds"):
         for kind in _items(plugin, "cr_event_kinds", result, EventKind):
             out._add("event kind", plugin, kind.name)
+            if kind.audience not in AUDIENCES:
+                raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} for the "
+                                       f"audience {kind.audience!r} (one of: {', '.join(AUDIENCES)})")
             if not isinstance(kind.schema, dict):
                 raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with a "
                                        "schema that is not a JSON schema object")

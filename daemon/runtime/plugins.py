@@ -24,6 +24,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.records",
     "plugins.webhooks",
     "plugins.web",
+    "plugins.reports",
 )
 
 # Hooks whose implementations must be plain functions (see daemon.runtime.hookspecs).

@@ -74,6 +74,9 @@ class CommunitiesService(Protocol):
     async def ban(self, community_did: str, user_did: str, actor: "Actor", *, reason: str | None = None,
                   expires_at: str | None = None) -> dict[str, Any]:
         """Ban a user as `actor` (who must hold ``members.ban``), as the API's ban does."""
+    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
+        """Whether the app may act for the community's admins: its creator app and apps an
+        admin granted management (None, the service's own pages: yes)."""
 
     # the JSON routes' and the web pages' own
 
@@ -119,6 +122,21 @@ class CommunitiesService(Protocol):
     async def browser_leave(self, row: "Row", principal: "Principal") -> dict[str, Any]: ...
     async def set_image(self, row: "Row", actor: "Actor", kind: str, data: bytes) -> None: ...
     async def profile_banner(self, user_did: str) -> bytes: """The user's own profile banner."""
+
+
+class RecordsService(Protocol):
+    """The records plugin, for other plugins: ``app.service(RecordsService)``."""
+
+    async def record(self, community_did: str, collection: str, rkey: str) -> dict[str, Any] | None:
+        """The indexed record (``uri``, ``cid``, ``collection``, ``rkey``, ``authorDid``,
+        ``createdAt``), None if the community has no such record."""
+    async def delete_record(self, community_did: str, collection: str, rkey: str, actor: "Actor", *,
+                            permitted: bool = False) -> dict[str, Any]:
+        """Delete a record as `actor` (a member), as the API's delete does: the collection's
+        delete rule (the author, an admin, a role granting ``records.delete``) unless the
+        caller checked a capability of its own (`permitted`: ``reports.review`` for a reported
+        record); someone else's record only through an app that acts for the admins; the PDS first, then the index and the
+        ``record.deleted`` event in one transaction. Raises `ApiError` (404 record_not_found...)."""
 
 
 class AppsService(Protocol):

@@ -160,6 +160,12 @@ async def app_manages(db: Reader, row: Row, app_id: str | None) -> bool:
     return await communities_store.app_manages(db, row["did"], app_id)
 
 
+async def app_manages_community(db: Reader, community_did: str, app_id: str | None) -> bool:
+    """`app_manages` by the community's DID (False for an unknown community)."""
+    row = await communities_store.get_community(db, community_did)
+    return row is not None and await app_manages(db, row, app_id)
+
+
 async def require_manager(db: Reader, row: Row, app_id: str | None) -> None:
     """403 `app_not_trusted` unless `app_id` may act for the community's admins."""
     if not await app_manages(db, row, app_id):

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import Community, is_did
-from daemon.security.access import NOT_FOUND, Actor, MemberStatus, app_can_see, member_status
+from daemon.security.access import (NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community,
+                                   member_status)
 from plugins.communities import bans, queries, service, steps
 from store import communities as communities_store
 
@@ -66,6 +67,9 @@ class PublicCommunities:
                   expires_at: str | None = None) -> dict[str, Any]:
         return await bans.ban(self.app, await self._active(community_did), user_did, actor, reason=reason,
                               expires_at=expires_at)
+
+    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
+        return await app_manages_community(self.app.db, community_did, app_id)
 
     async def _active(self, community_did: str) -> "Row":
         row = await communities_store.get_community(self.app.db, community_did)

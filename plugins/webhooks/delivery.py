@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import Event, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.security.access import app_can_see
+from daemon.security.access import app_can_see, app_manages_community
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -85,6 +85,10 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
                 visible[app_id] = app_id == event.app_id
             else:
                 visible[app_id] = await app_can_see(tx, event.community_did, app_id)
+                kind = app.event_kinds.get(event.type)
+                if visible[app_id] and kind is not None and kind.audience == "managers":
+                    # a kind for the admins' apps only (EventKind.audience)
+                    visible[app_id] = await app_manages_community(tx, event.community_did, app_id)
         if visible[app_id]:
             chosen.append(row["id"])
     if not chosen:
