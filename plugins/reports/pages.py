@@ -5,6 +5,7 @@ reports with their status (``/reports/mine``, linked from their home page)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -59,7 +60,8 @@ class ReportPage(PageHandler):
         errors = None
         if exc is not None:
             field = _field(exc)
-            errors = {"general": [] if field else [exc.message], "fields": {field: exc.message} if field else {}}
+            errors = SimpleNamespace(general=[] if field else [exc.message],
+                                     fields={field: exc.message} if field else {})
         self.render_page("report.html", title=("Error: " if exc else "") + f"Report in {community.name}",
                          status=exc.status if exc else 200, community=community, form=form, errors=errors,
                          reasons=REASONS, max_text=MAX_TEXT)
@@ -113,7 +115,7 @@ class ResolveAction(PageHandler):
                              community=community, groups=await reports.queue(self.app, community),
                              resolved=await reports.recent_resolved(self.app, community, limit=20),
                              actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS,
-                             max_note=MAX_NOTE, errors={"general": [exc.message], "fields": {}})
+                             max_note=MAX_NOTE, errors=SimpleNamespace(general=[exc.message], fields={}))
             return
         self.see_other(f"/c/{quote(community.handle)}/settings/reports",
                        done="dismissed" if done["status"] == "dismissed" else "resolved")
