@@ -72,6 +72,8 @@ def test_the_built_in_kinds_and_capabilities_are_declared_like_any_plugins():
      r"'P' declares the capability 'members.ban', which plugin 'communities' declares too"),
     ({"cr_event_kinds": lambda: [EventKind("Notice Posted", "x")]}, r"'P' declares the event kind 'Notice Posted'"),
     ({"cr_capabilities": lambda: ["bulletins.pin"]}, r"P.cr_capabilities must return a list of Capability"),
+    ({"cr_event_kinds": lambda: [EventKind("bulletin.posted", "x", audience="admins")]},
+     r"'P' declares the event kind 'bulletin.posted' for the audience 'admins' \(one of: community, managers\)"),
 ])
 def test_a_bad_declaration_stops_start_up_naming_the_plugin_and_the_thing(hooks, message):
     pm = build_plugin_manager(load_entry_points=False)

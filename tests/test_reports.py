@@ -275,3 +275,26 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
     assert "Talked to both" not in mine.text
     history = await client.get(f"/c/{club.did}/settings/audit", headers=cookie(alice))
     assert "reported (harassment)" in history.text and "dismissed 1 report(s)" in history.text
+
+
+async def test_an_app_granted_management_receives_report_events_and_others_do_not(
+        app, client, devnet, people, webhook_receiver):
+    club = await Club().make(app, client, devnet, people)
+    granted_app = await Api.make(app, client, owner="did:plc:ownerone")
+    plain_app = await Api.make(app, client, owner="did:plc:ownertwo")
+    granted, plain = webhook_receiver(), webhook_receiver()
+    await subscribe(client, granted_app.key, granted, ["report.created"])
+    await subscribe(client, plain_app.key, plain, ["report.created"])
+    grant = await club.api.post(club.api.path(club.did, f"/apps/{granted_app.app_id}"),
+                                {"adminDid": club.alice["did"], "manage": True})
+    assert grant.status in (200, 201), grant.text
+    made = await club.report(club.carol, club.dave["did"], "other", api=plain_app)   # any app may report
+    assert made.status == 201, made.text
+    [got] = await granted.wait_for(1)
+    assert got.verify_error is None and got.verified["data"]["reporterDid"] == club.carol["did"]
+    await app.webhooks.dispatcher.settle()
+    assert plain.requests == []
+    # the reported member's row on the members page offers a report link (the member.actions slot)
+    alice = await login_as(app, club.alice["did"], club.alice["handle"])
+    members = (await client.get(f"/c/{club.handle}/settings/members", headers={"Cookie": f"sid={alice.sid}"})).text
+    assert f'href="/c/{club.handle}/report?subject={club.dave["did"]}"' in members
