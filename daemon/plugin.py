@@ -24,7 +24,7 @@ from daemon.http.base import ApiError, BaseHandler, Principal, decode_cursor, en
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
                                  STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
                                  operation, page, query, redirect)
-from daemon.http.validate import invalid
+from daemon.http.validate import invalid, strip_spoofing
 from daemon.http import validate
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
@@ -53,7 +53,7 @@ __all__ = [
     # pages for people (the web plugin draws them in the site's layout)
     "PageHandler", "PageNameError", "SignInRequired", "CSRF_FIELD", "FORM_TYPE", "safe_next", "WebFolders", "Link", "SLOTS",
     # validation of input
-    "validate", "invalid", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
+    "validate", "invalid", "strip_spoofing", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",
     "normalize_handle", "new_tid",
     # configuration

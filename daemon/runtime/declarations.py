@@ -221,3 +221,25 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
             out.owners[("link", key)] = plugin
             out.links[link.slot].append(link)
     return out
+
+
+def check_user_methods(app: Any, lexicon_ids: set[str]) -> None:
+    """Refuse (at start-up) one method id declared by two routes (one route may answer it
+    to several HTTP methods: GET and POST of membership/check), and a plugin method id
+    under an authority of its own without a method lexicon among `lexicon_ids`
+    (`cr_lexicons`)."""
+    namespace = app.config.atproto.namespace
+    seen: dict[str, tuple[Any, str]] = {}
+    for route in app.routes:
+        declared = getattr(route[1], "user_methods", None) or {}
+        for http_method, spec in declared.items():
+            for method in (spec.values() if isinstance(spec, dict) else [spec]):
+                where = f"{http_method} {route[0]} ({route[1].__module__}.{route[1].__name__})"
+                mid = method.id(namespace)
+                if mid in seen and seen[mid][0] != (route[0], route[1]):
+                    raise DeclarationError(f"{where} declares the method id {mid!r}, which {seen[mid][1]} "
+                                           "declares too")
+                seen.setdefault(mid, ((route[0], route[1]), where))
+                if not mid.startswith(namespace + ".") and mid not in lexicon_ids:
+                    raise DeclarationError(f"{where} acts for a user as {mid!r}, but no plugin ships its "
+                                           "lexicon (a query or procedure; cr_lexicons)")

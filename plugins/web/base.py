@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from tornado.escape import xhtml_escape
 
 from daemon.plugin import (CSRF_FIELD, FORM_TYPE, AppsService, BaseHandler, CommunitiesService,  # noqa: F401
-                           SignInRequired, WebhooksService, safe_next)
+                           SignInRequired, WebhooksService, safe_next, strip_spoofing)
 from daemon.plugin import PageHandler as CorePageHandler
 from plugins.web.assets import web_assets
 from plugins.web.slots import slot_links
@@ -36,10 +36,15 @@ def avatar(src: str | None, name: str | None, size: str) -> str:
     if src:
         return (f'<img class="avatar avatar-{size}" src="{xhtml_escape(src)}" alt="" '
                 f'width="{px}" height="{px}" loading="lazy">')
-    letter = xhtml_escape((name or "?").strip()[:1].upper() or "?")
+    letter = xhtml_escape(strip_spoofing(name or "?").strip()[:1].upper() or "?")
     return f'<span class="avatar avatar-{size} avatar-empty" aria-hidden="true">{letter}</span>'
 
 
+def shown_escape(value: str | bytes) -> str:
+    """The pages' autoescape: `xhtml_escape` of the text without `SPOOFING_CHARS` (names
+    typed here are refused with them; names from the network are shown without them)."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    return xhtml_escape(strip_spoofing(text))
 
 
 def content_security_policy(*, sign_in_form: bool, http_allowed: bool, image_preview: bool = False) -> str:
@@ -94,6 +99,9 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
         # the links plugins add to a named place (`cr_web_links`): links("community.page", community=...)
         "links": lambda slot, **slot_values: slot_links(handler.app, slot, {"me": me, **slot_values}),
+        # every {{ }} of a page: names from the network (profiles) lose their direction
+        # overrides and zero-width spaces (daemon.http.validate.SPOOFING_CHARS)
+        "xhtml_escape": shown_escape,
     }
     namespace.update(values)
     handler.finish(assets.templates.load(template).generate(**namespace))
