@@ -170,6 +170,10 @@ async def test_a_member_reports_a_record_and_a_member_and_a_moderator_resolves_b
 async def test_reviewers_ban_and_remove_members_only_through_a_trusted_app(app, client, devnet, people):
     club = await Club().make(app, client, devnet, people)
     report = (await club.report(club.carol, club.dave["did"], "illegal")).json()["report"]
+    bad = await club.api.client.post(club.api.path(club.did, f"/reports/{report['id']}/resolve"), api_key=club.api.key,
+                                     json={"reviewerDid": club.bob["did"], "action": "ban_member", "expiresAt": "soon"},
+                                     headers=proof(devnet, club.service, club.bob, f"{NS}.resolve"))
+    assert bad.status == 400 and "expiresAt" in bad.text, bad.text
     banned = await club.resolve(club.bob, report["id"], "ban_member", "Posted illegal material")
     assert banned.status == 200 and banned.json()["outcome"] == "member_banned", banned.text
     assert (await club.api.check(club.did, club.dave["did"]))["isMember"] is False
@@ -270,8 +274,20 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
                              body=body(bob, action="dismiss", note="Talked to both"))
     assert done.status == 303 and done.headers["Location"].endswith("/settings/reports?done=dismissed"), done.text
 
+    # a ban from the queue's form, for seven days
+    await club.report(club.carol, club.erin["did"], "harassment")
+    erin_report = [r for r in (await club.mine(club.carol)).json()["reports"] if r["subject"] == club.erin["did"]][0]
+    banned = await client.post(f"/c/{club.handle}/settings/reports/{erin_report['id']}/resolve",
+                               headers={**cookie(bob), "Content-Type": FORM},
+                               body=body(bob, action="ban_member", banDays="7", note="Second warning ignored"))
+    assert banned.status == 303, banned.text
+    bans = (await club.api.get(club.api.path(club.did, "/bans"), adminDid=club.alice["did"])).json()
+    [ban] = [b for b in bans["bans"] if b["memberDid"] == club.erin["did"]]
+    assert ban["expiresAt"] is not None and ban["reason"] == "Second warning ignored"
+
     mine = await client.get("/reports/mine", headers=cookie(carol))
     assert mine.status == 200 and "Dismissed" in mine.text and club.bob["did"] not in mine.text
+    assert "Acted on: the member was banned" in mine.text
     assert "Talked to both" not in mine.text
     history = await client.get(f"/c/{club.did}/settings/audit", headers=cookie(alice))
     assert "reported (harassment)" in history.text and "dismissed 1 report(s)" in history.text

@@ -9,12 +9,13 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
-from daemon.plugin import Actor, ApiError, PageHandler
+from daemon.plugin import Actor, ApiError, PageHandler, iso
 
 from plugins.reports import reports, store
 from plugins.reports.declarations import ACTIONS, MAX_NOTE, MAX_TEXT, REASONS
 
 IDENT = r"([^/]+)"
+BAN_DAYS = ("1", "7", "30", "365")   # the queue's choice of ban lengths
 ACTION_WORDS = {"dismiss": "Dismiss", "remove_record": "Remove the record", "remove_member": "Remove the member",
                 "ban_member": "Ban the member"}
 OUTCOME_WORDS = {None: "Open", "dismissed": "Dismissed", "record_removed": "Acted on: the record was removed",
@@ -103,8 +104,11 @@ class ResolveAction(PageHandler):
         actor = Actor(self.me["did"], None, proven=True)
         community = await reports.visible_community(self.app, ident, actor)
         body: dict[str, Any] = {"action": self.form.get("action", ""), "note": self.form.get("note", "")}
-        if self.form.get("expiresAt"):
-            body["expiresAt"] = self.form["expiresAt"]
+        days = self.form.get("banDays", "")
+        if days and body["action"] == "ban_member":
+            if days not in BAN_DAYS:
+                raise ApiError(400, "invalid_request", "banDays: must be one of " + ", ".join(BAN_DAYS))
+            body["expiresAt"] = iso(self.app.clock.time() + int(days) * 86400)
         try:
             done = await reports.resolve(self.app, community, report_id, actor, body)
         except ApiError as exc:

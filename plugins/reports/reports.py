@@ -11,10 +11,11 @@ person is told nothing here. Events go only to the apps that act for the admins
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, RecordsService, Row,
-                           emit_tx, invalid, is_at_uri, is_did, iso)
+                           emit_tx, invalid, is_at_uri, is_datetime, is_did, iso)
 
 from plugins.reports import store
 from plugins.reports.declarations import DAY, MAX_NOTE, MAX_TEXT, OUTCOMES, PER_DAY, REASONS
@@ -116,7 +117,6 @@ async def create(app: Application, community: Community, reporter_did: str, body
                                                     "look at it.")
         recent = await store.made_since(tx, community.did, reporter_did, iso(now - DAY))
         if len(recent) >= PER_DAY:
-            from datetime import datetime
             oldest = datetime.fromisoformat(recent[-PER_DAY]["created_at"].replace("Z", "+00:00")).timestamp()
             wait = max(1, math.ceil(oldest + DAY - now))
             raise ApiError(429, "rate_limited", f"At most {PER_DAY} reports a day in one community.",
@@ -177,8 +177,11 @@ async def resolve(app: Application, community: Community, report_id: str, actor:
     if note is not None and len(note) > MAX_NOTE:
         raise invalid("note", f"must be at most {MAX_NOTE:,} characters")
     expires_at = body.get("expiresAt")
-    if expires_at is not None and (action != "ban_member" or not isinstance(expires_at, str)):
-        raise invalid("expiresAt", "is only for ban_member, as an ISO 8601 date-time")
+    if expires_at is not None:
+        if action != "ban_member" or not is_datetime(expires_at):
+            raise invalid("expiresAt", "is only for ban_member, as an ISO 8601 date-time with a time zone")
+        # the ban compares instants as UTC strings: normalise (+02:00 and the like)
+        expires_at = iso(datetime.fromisoformat(expires_at.replace("Z", "+00:00")).timestamp())
     row = await store.get(app.db, community.did, int(report_id)) if report_id.isdigit() else None
     if row is None:
         raise ApiError(404, "report_not_found", "No such report in this community.")
