@@ -218,8 +218,8 @@ async def resolve(app: Application, community: Community, report_id: str, actor:
                               actor_did=None, data=event_data(r, status, outcome))
         await communities(app).audit_tx(
             tx, community.did, actor, "report.resolved",
-            f"{'dismissed' if action == 'dismiss' else 'acted on'} {len(resolved_ids)} report(s) "
-            f"({outcome.replace('_', ' ')}) about", target_did=row["subject_did"] or None, reason=note,
+            (f"dismissed {len(resolved_ids)} report(s) about" if action == "dismiss" else
+             f"acted on {len(resolved_ids)} report(s) ({outcome.replace('_', ' ')}) about"), target_did=row["subject_did"] or None, reason=note,
             details={"reportIds": resolved_ids, "subject": row["subject"], "outcome": outcome})
     return {"subject": row["subject"], "status": status, "outcome": outcome, "resolvedReportIds": resolved_ids}
 

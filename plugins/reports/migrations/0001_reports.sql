@@ -19,5 +19,8 @@ CREATE TABLE reports (
 );
 -- one open report per reporter and subject
 CREATE UNIQUE INDEX reports_open_once ON reports (community_did, reporter_did, subject) WHERE status = 'open';
-CREATE INDEX reports_queue ON reports (community_did, status, subject, id);
-CREATE INDEX reports_by_reporter ON reports (community_did, reporter_did, id);
+-- the queue (open ones oldest first), one subject's open ones, a person's day and own list
+CREATE INDEX reports_queue ON reports (community_did, status, id);
+CREATE INDEX reports_open_subject ON reports (community_did, subject) WHERE status = 'open';
+CREATE INDEX reports_by_reporter ON reports (community_did, reporter_did, created_at);
+CREATE INDEX reports_by_person ON reports (reporter_did, id);
