@@ -24,6 +24,8 @@ Fixtures, by module:
 - `commonroom_testing.communities`: ``people`` (real devnet accounts), ``recorder``
   (events after commit), ``communities_config``; `Api` (the API-key routes as one app sees
   them) and `devnet_module_fixtures()`.
+- `commonroom_testing.webhooks`: ``webhook_receiver`` (receivers on loopback that verify
+  deliveries with `standardwebhooks`); `subscribe`, `LOOPBACK_TARGETS`.
 - `commonroom_testing.http`: `Client`, `login_as`, `register_app` (helpers, not fixtures).
 
 Markers: ``pds`` (needs the devnet), ``browser``, ``slow``.
@@ -38,6 +40,7 @@ pytest_plugins = [
     "commonroom_testing.devnet",
     "commonroom_testing.atproto",
     "commonroom_testing.communities",
+    "commonroom_testing.webhooks",
 ]
 
 MARKERS = (

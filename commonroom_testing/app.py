@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -81,8 +82,11 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    """The app's clock: it moves only when the test calls ``clock.advance(seconds)``."""
-    return FakeClock()
+    """The app's clock: it moves only when the test calls ``clock.advance(seconds)``. It
+    starts at the real time (whole seconds), so what carries its time outside the process
+    is accepted there: webhook signatures checked by `standardwebhooks` (five minutes'
+    tolerance), service-auth tokens from the devnet's PDS."""
+    return FakeClock(start=float(int(time.time())))
 
 
 @pytest.fixture

@@ -37,20 +37,27 @@ class EventRecorder:
                 if e.type == type and (community_did is None or e.community_did == community_did)]
 
 
-def devnet_module_fixtures() -> tuple[Any, Any]:
+def devnet_module_fixtures(*plugins: Any, config: dict[str, Any] | None = None) -> tuple[Any, Any]:
     """The two fixture overrides of a module that runs communities on the devnet (the
     devnet config, and an `EventRecorder` plugin). Assign them at module level::
 
         config_overrides, extra_plugins = devnet_module_fixtures()
+
+    A module extends them: `plugins` are registered after the recorder, and `config` is
+    merged over the devnet config (your own section, ``LOOPBACK_TARGETS`` for webhook
+    receivers, ``plugins.disabled``)::
+
+        config_overrides, extra_plugins = devnet_module_fixtures(MyTestPlugin(), config={"notices": {...}})
     """
+    from commonroom_testing.app import deep_merge
 
     @pytest.fixture
     def config_overrides(communities_config: dict[str, Any]) -> dict[str, Any]:
-        return communities_config
+        return deep_merge(communities_config, config or {})
 
     @pytest.fixture
     def extra_plugins(recorder: EventRecorder) -> tuple:
-        return (recorder,)
+        return (recorder, *plugins)
 
     return config_overrides, extra_plugins
 

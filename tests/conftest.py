@@ -24,8 +24,9 @@ from daemon.runtime.config import Config  # noqa: E402
 from tests.helpers import Client, login_as, serve_app  # noqa: E402,F401  (login_as re-exported for tests)
 
 REPO = Path(__file__).resolve().parent.parent
-# The example plugin (examples/commonroom-hello) is installed for the tests only, into
-# .test-plugins (scripts/setup --test): on sys.path here, its entry point is discovered.
+# The example plugins (examples/commonroom-hello, examples/commonroom-noticeboard) are
+# installed for the tests only, into .test-plugins (scripts/setup --test): on sys.path
+# here, their entry points are discovered.
 TEST_PLUGINS = REPO / ".test-plugins"
 if TEST_PLUGINS.is_dir() and str(TEST_PLUGINS) not in sys.path:
     sys.path.append(str(TEST_PLUGINS))

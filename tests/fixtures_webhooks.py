@@ -8,142 +8,24 @@ produces events without the PDS, and helpers to set up apps and communities.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import pytest
-from standardwebhooks import Webhook, WebhookVerificationError
-from tornado.httpserver import HTTPServer
-from tornado.testing import bind_unused_port
-from tornado.web import Application as TornadoApp
-from tornado.web import RequestHandler
 
+from commonroom_testing.webhooks import LOOPBACK_TARGETS, Received, Receiver, start_receiver  # noqa: F401  (re-exported)
 from daemon import hookimpl
 from daemon.runtime.events import emit_tx
 from daemon.http.base import BaseHandler
 
-#: Config for tests whose receivers listen on 127.0.0.1 over plain http.
-LOOPBACK_TARGETS = {"webhooks": {"allow_http": True, "allowed_targets": ["127.0.0.0/8"]}}
 
-
-# ------------------------------------------------------------------ receivers
-
-
-@dataclass
-class Received:
-    headers: dict[str, str]
-    body: bytes
-    status: int
-    verified: Any = None          # the parsed payload if the signature verified
-    verify_error: str | None = None
-
-    @property
-    def webhook_id(self) -> str:
-        return self.headers.get("webhook-id", "")
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class Receiver:
-    """An HTTP endpoint on 127.0.0.1 that records every request. `responses` is a list
-    of statuses answered in turn (the last one repeats)."""
-
-    port: int
-    server: HTTPServer
-    requests: list[Received] = field(default_factory=list)
-    responses: list[int] = field(default_factory=lambda: [200])
-    secrets: list[str] = field(default_factory=list)
-    on_request: Callable[[Received], None] | None = None
-    delay: float = 0.0            # seconds to wait before answering
-    started: int = 0              # requests that arrived (answered or not)
-    gate: asyncio.Event | None = None  # when set to an Event: requests wait for it to be set
-    in_flight: int = 0            # requests arrived and not yet answered
-    peak: int = 0                 # the most requests in flight at once
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def answer(self) -> int:
-        return self.responses.pop(0) if len(self.responses) > 1 else self.responses[0]
-
-    def verify(self, body: bytes, headers: dict[str, str]) -> tuple[Any, str | None]:
-        if not self.secrets:
-            return None, "no secret to verify with"
-        error = None
-        for secret in self.secrets:
-            try:
-                return Webhook(secret).verify(body, headers), None
-            except WebhookVerificationError as exc:
-                error = str(exc)
-        return None, error
-
-    def ids(self) -> list[str]:
-        return [r.webhook_id for r in self.requests]
-
-    def stop(self) -> None:
-        self.server.stop()
-
-
-def start_receiver(responses: list[int] | None = None, port: int | None = None) -> Receiver:
-    holder: dict[str, Receiver] = {}
-
-    class Hook(RequestHandler):
-        async def post(self) -> None:
-            rec = holder["r"]
-            rec.started += 1
-            rec.in_flight += 1
-            rec.peak = max(rec.peak, rec.in_flight)
-            try:
-                if rec.gate is not None:
-                    await rec.gate.wait()
-                if rec.delay:
-                    await asyncio.sleep(rec.delay)
-            finally:
-                rec.in_flight -= 1
-            headers = {k.lower(): v for k, v in self.request.headers.get_all()}
-            verified, error = rec.verify(self.request.body, headers)
-            status = rec.answer()
-            item = Received(headers, self.request.body, status, verified, error)
-            rec.requests.append(item)
-            if rec.on_request:
-                rec.on_request(item)
-            self.set_status(status)
-            self.finish("ok" if status < 300 else f"status {status}")
-
-    if port is None:
-        sock, port = bind_unused_port()
-    else:
-        import socket
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-        sock.setblocking(False)
-    server = HTTPServer(TornadoApp([(r"/hook", Hook)]))
-    server.add_sockets([sock])
-    rec = Receiver(port, server, responses=list(responses or [200]))
-    holder["r"] = rec
-    return rec
+# ------------------------------------------------------------------ receivers (shipped)
 
 
 @pytest.fixture
-def receiver(io_loop: Any) -> Any:
-    """A receiver that answers 200 (change `.responses` to script it)."""
-    made: list[Receiver] = []
-
-    def make(responses: list[int] | None = None) -> Receiver:
-        rec = start_receiver(responses)
-        made.append(rec)
-        return rec
-
-    yield make
-    for rec in made:
-        rec.stop()
+def receiver(webhook_receiver: Any) -> Any:
+    """The shipped `webhook_receiver` (commonroom_testing.webhooks), under the tests' old name."""
+    return webhook_receiver
 
 
 # ------------------------------------------------------------------ events without the PDS

@@ -19,6 +19,7 @@ allows only loopback traffic. That refusal is the one stand-in here.
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import os
 import re
@@ -196,7 +197,7 @@ def _probe_paths(world: World, pattern: str) -> list[str]:
     webhook; every alternative of an alternation group."""
     paths = [""]
     dids = iter([world.community, world.bob, world.alice])
-    segments = iter(["com.example.fuzz", "3jzfcijpj2z2a", "x"])
+    segments = itertools.chain(["com.example.fuzz", "3jzfcijpj2z2a", "x"], itertools.repeat("y"))
     pos = 0
     for start, end, text in _groups(pattern):
         literal = _literal(pattern[pos:start])

@@ -215,9 +215,9 @@ def test_disabling_communities_while_records_is_enabled_fails_at_start_up_naming
 
 
 def with_dependents(name):
-    """`name` and every built-in plugin that needs it, directly or not."""
+    """`name` and every plugin that needs it, directly or not."""
     from daemon.runtime.plugins import dependency_order, plugin_requirements
-    pm = build_plugin_manager(load_entry_points=False)
+    pm = build_plugin_manager()  # installed plugins too (the noticeboard example needs communities)
     needs = plugin_requirements(pm)
     out = [name]
     for plugin in dependency_order(pm):

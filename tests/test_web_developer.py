@@ -159,7 +159,7 @@ async def test_webhook_pages_create_edit_deliver_redeliver_rotate_delete(app, cl
     await make_community(app, "did:plc:bakers")
     rec = receiver()
     page = await client.get(base + "/webhooks/new", **cookie(alice))
-    assert page.status == 200 and page.text.count('type="checkbox" id="event-') == 11
+    assert page.status == 200 and page.text.count('type="checkbox" id="event-') == len(app.event_kinds)
     # mistakes: no event, unknown community, an address the guard refuses
     resp = await client.post(base + "/webhooks/new", **form(alice, [
         ("url", "http://10.1.2.3/hook"), ("community", "nobody.test")]))

@@ -40,14 +40,22 @@ _CLOCK_SKEW = 30.0
 
 @dataclass(frozen=True)
 class UserMethod:
-    """What a route does in a user's name: its method id (``<namespace>.<name>``) and the
-    body or query field that names the user. Declared on handler classes as
-    ``user_methods = {"POST": UserMethod(...)}`` (or, for a route whose path chooses the
-    action, ``{"POST": {"approve": UserMethod(...), "reject": UserMethod(...)}}``)."""
+    """What a route does in a user's name: its method id and the body or query field that
+    names the user. Declared on handler classes as ``user_methods = {"POST": UserMethod(...)}``
+    (or, for a route whose path chooses the action, ``{"POST": {"approve": UserMethod(...),
+    "reject": UserMethod(...)}}``).
+
+    `name` is a full NSID under the plugin's own authority (``com.example.notices.post``,
+    with a lexicon the plugin ships, `cr_lexicons`), or, for the built-ins, a two-part name
+    under the service's `atproto.namespace` (``membership.join``)."""
 
     name: str
     field: str
     description: str = ""
+
+    def id(self, namespace: str) -> str:
+        """The method id: `name` itself when it is a full NSID, else ``<namespace>.<name>``."""
+        return self.name if self.name.count(".") >= 2 else f"{namespace}.{self.name}"
 
 
 # ------------------------------------------------------------------ the service's DID
@@ -78,7 +86,7 @@ def did_document(config: "Config") -> dict[str, Any]:
 
 
 def method_id(app: "Application", method: UserMethod) -> str:
-    return f"{app.config.atproto.namespace}.{method.name}"
+    return method.id(app.config.atproto.namespace)
 
 
 # ------------------------------------------------------------------ replays
@@ -311,3 +319,23 @@ def _handlers() -> tuple[type, type]:
 def routes() -> list[tuple]:
     did_doc, method_ids = _handlers()
     return [(r"/\.well-known/did\.json", did_doc), (r"/api/v1/method-ids", method_ids)]
+
+
+# ------------------------------------------------------------------ for plugins
+
+
+async def prove_acting_user(handler: Any, user_did: str, *, required: bool = False) -> bool:
+    """Whether the request proves that `user_did`, whom it names, is acting: a browser
+    session of that user, or the user's service-auth token (``Authorization: Bearer``)
+    for the method id the handler declares for this HTTP method in ``user_methods``.
+
+    Raises 401 for a bad token, and for a missing one where `identity.user_proof` is
+    ``required`` or `required` is True (an action that must be proven: pass it). Returns
+    False for an unproven request the policy lets through (``off``, or ``optional``
+    without a token): the app's word for the user, as every API-key route takes it."""
+    spec = (getattr(handler, "user_methods", None) or {}).get(handler.request.method)
+    if isinstance(spec, dict):
+        spec = spec.get(handler.request.path.rstrip("/").rsplit("/", 1)[-1])
+    if spec is None:
+        raise LookupError(f"{type(handler).__name__} declares no user_methods entry for {handler.request.method}")
+    return await handler.app.proofs.acting_user(handler, user_did, spec, community_requires=required)

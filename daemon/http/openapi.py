@@ -351,8 +351,38 @@ def _user_method(handler: type, method: str, path: str) -> Any:
     return spec
 
 
+def enum_of(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` (a string, or an array of strings) whose allowed values are a list the app
+    knows only once its plugins are loaded, filled in by `build_document` from its
+    `enums` (``"event_kinds"``: every declared event kind)."""
+    return {**schema, "x-enum-of": name}
+
+
+#: One of the app's declared event kinds (`cr_event_kinds`), as an enum in the document.
+EVENT_KIND = enum_of("event_kinds", {"type": "string"})
+
+
+def fill_enums(node: Any, enums: dict[str, list[str]]) -> Any:
+    """A copy of `node` with every `enum_of` marker replaced by its values (an array gets
+    its items' enum and a `maxItems` of all of them)."""
+    if isinstance(node, list):
+        return [fill_enums(n, enums) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: fill_enums(v, enums) for k, v in node.items() if k != "x-enum-of"}
+    name = node.get("x-enum-of")
+    if name is not None:
+        values = list(enums.get(name, ()))
+        if out.get("type") == "array":
+            out["items"] = {"type": "string", "enum": values}
+            out["maxItems"] = len(values)
+        else:
+            out["enum"] = values
+    return out
+
+
 def build_document(routes: Sequence[tuple], *, version: str, base_url: str | None = None,
-                   namespace: str | None = None) -> dict[str, Any]:
+                   namespace: str | None = None, enums: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of `routes` (as the app serves them). With `namespace`,
     each operation that acts in a user's name names its method id
     (``x-atproto-method-id``: the ``lxm`` a proof of that user carries, docs/identity.md)
@@ -369,7 +399,7 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
                 built = build_operation(path, path_params, handler, method, op, variant)
                 acting = _user_method(handler, method, path) if namespace else None
                 if acting is not None:
-                    built["x-atproto-method-id"] = f"{namespace}.{acting.name}"
+                    built["x-atproto-method-id"] = acting.id(namespace)
                     built["x-atproto-user-field"] = acting.field
                 paths.setdefault(path, {})[method] = built
     doc: dict[str, Any] = {
@@ -396,4 +426,4 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
     }
     if base_url:
         doc["servers"] = [{"url": base_url.rstrip("/")}]
-    return doc
+    return fill_enums(doc, enums or {})

@@ -10,7 +10,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable, Mapping, TypeVar
 
 import pluggy
 import tornado.web
@@ -18,6 +18,7 @@ import tornado.web
 from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
 from daemon.runtime.clock import Clock
 from daemon.runtime.config import Config, ConfigError
+from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
 from daemon.http.base import HealthHandler, NotFoundHandler
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.replication import Follower
     from daemon.runtime.replication import Primary as ReplicationPrimary
     from daemon.runtime.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
+
+S = TypeVar("S")
 
 log = logging.getLogger("commonroom")
 _access_log = logging.getLogger("commonroom.access")
@@ -57,6 +60,7 @@ def load_config(path: str | os.PathLike[str], *, extra_plugins: Iterable[Any] = 
     disabled = Config.peek_disabled_plugins(path)
     extra = [*env_plugins(os.environ.get("COMMONROOM_EXTRA_PLUGINS", "")), *extra_plugins]
     pm = build_plugin_manager(disabled, extra, load_entry_points)
+    collect_declarations(pm)  # a bad declaration stops every command, `migrate` too
     return Config.load(path, plugin_sections(pm), frozenset(disabled)), pm
 
 
@@ -171,11 +175,13 @@ class Application(tornado.web.Application):
     web: WebService | None
 
     def __init__(self, config: Config, pm: pluggy.PluginManager, db: Database,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, declarations: Declarations | None = None) -> None:
         super().__init__(default_handler_class=NotFoundHandler, compress_response=False,
                          xsrf_cookies=False)
         self.config = config
         self.pm = pm
+        #: What the plugins declared (event kinds, capabilities), checked at start-up.
+        self.declarations = declarations if declarations is not None else collect_declarations(pm)
         self.db = db
         self.clock = clock or Clock()
         self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
@@ -223,20 +229,43 @@ class Application(tornado.web.Application):
         self.follower: Follower | None = None
         self.replication: ReplicationPrimary | None = None
         self.extensions: dict[str, Any] = {}
+        self._services: dict[type, Any] = {}
         self._register_services()
 
     def _register_services(self) -> None:
-        from daemon.runtime.services import SERVICE_NAMES
-        owners: dict[str, str] = {}
+        from daemon.runtime.services import SERVICE_NAMES, SERVICE_TYPES
+        owners: dict[Any, str] = {}
         for plugin, result in results_by_plugin(self.pm, "cr_services", app=self):
-            for name, service in (result or {}).items():
-                if name in owners:
-                    raise ConfigError(f"plugins {owners[name]!r} and {plugin!r} both register the service {name!r}")
-                owners[name] = plugin
-                if name in SERVICE_NAMES:
-                    setattr(self, name, service)
-                else:
-                    self.extensions[name] = service
+            for key, service in (result or {}).items():
+                interface = SERVICE_TYPES.get(key) if isinstance(key, str) else key
+                for claimed in dict.fromkeys(filter(None, (key, interface))):
+                    if claimed in owners:
+                        what = claimed if isinstance(claimed, str) else claimed.__name__
+                        raise ConfigError(f"plugins {owners[claimed]!r} and {plugin!r} both register the "
+                                          f"service {what!r}")
+                    owners[claimed] = plugin
+                if isinstance(key, str) and key in SERVICE_NAMES:
+                    setattr(self, key, service)
+                elif isinstance(key, str):
+                    self.extensions[key] = service
+                elif not isinstance(key, type):
+                    raise ConfigError(f"{plugin}.cr_services: a service is registered under a name or an "
+                                      f"interface (a class), not {key!r}")
+                if interface is not None:
+                    self._services[interface] = service
+
+    def service(self, interface: type[S]) -> S | None:
+        """The service registered for `interface` (a `Protocol` such as
+        `daemon.plugin.CommunitiesService`, or a plugin's own interface class), or None
+        when no enabled plugin offers it. Any plugin may ask; plugins publish services by
+        returning ``{Interface: object}`` from `cr_services`."""
+        return self._services.get(interface)
+
+    @property
+    def event_kinds(self) -> Mapping[str, EventKind]:
+        """Every event kind the plugins declared (`cr_event_kinds`), by name: what apps may
+        subscribe to (webhooks, the event stream)."""
+        return self.declarations.event_kinds
 
     @property
     def read_only(self) -> bool:
@@ -270,7 +299,11 @@ class Application(tornado.web.Application):
             from daemon import __version__
             from daemon.http.openapi import build_document
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
-                                           namespace=self.config.atproto.namespace)
+                                           namespace=self.config.atproto.namespace,
+                                           enums={"event_kinds": list(self.event_kinds),
+                                                  "capabilities": sorted(
+                                                      name for name, cap in self.declarations.capabilities.items()
+                                                      if not cap.per_collection)})
         return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
@@ -399,17 +432,17 @@ class Application(tornado.web.Application):
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
                      start: bool = True, repeat_periodic: bool = True) -> Application:
-    """Open and migrate the store, build the routes, start the plugins' background work
-    (periodic work after its start-up pass only with `repeat_periodic`)."""
+    """Build the application and its routes, check what the plugins declared, migrate the
+    store (a follower only checks its copy's schema), start the plugins' background work
+    (periodic work after its start-up pass only with `repeat_periodic`). Nothing is
+    migrated for plugins that fail their declarations (`cr_event_kinds`, `cr_capabilities`,
+    `cr_lexicons`, method ids, routes)."""
     from daemon.runtime import replication
+    declarations = collect_declarations(pm)  # refuses a bad declaration before any migration
     db = replication.open_database(config)
     await db.open()
     try:
-        if config.is_follower:
-            await replication.check_follower_schema(db, migration_components(pm))
-        else:
-            await migrate_with_backup(db, config, pm)
-        app = Application(config, pm, db, clock)
+        app = Application(config, pm, db, clock, declarations)
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
@@ -422,6 +455,12 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
         app.route_table = RouteTable(routes)
         app.routes = routes
+        check_user_methods(app, declarations.method_lexicons())
+        # the Application's parts touch no table before this
+        if config.is_follower:
+            await replication.check_follower_schema(db, migration_components(pm))
+        else:
+            await migrate_with_backup(db, config, pm)
         app.metrics.name_routes(routes)
         for refresh in pm.hook.cr_metrics(app=app, registry=app.metrics.registry):
             if refresh is not None:

@@ -37,6 +37,21 @@ class ConfigError(Exception):
         super().__init__(f"{path}: {message}" if path else message)
 
 
+def check_range(value: float, path: str, *, minimum: float | None = None, above: float | None = None,
+                maximum: float | None = None, below: float | None = None) -> None:
+    """Raise `ConfigError` naming `path` unless `value` lies in the range: at least
+    `minimum` (or more than `above`), at most `maximum` (or less than `below`). For a
+    section's ``__post_init__``: ``check_range(self.limit, "notices.limit", minimum=1,
+    maximum=1000)`` fails with "notices.limit: must be from 1 to 1000"."""
+    low = (f"at least {minimum}" if minimum is not None else f"more than {above}" if above is not None else "")
+    high = (f"at most {maximum}" if maximum is not None else f"less than {below}" if below is not None else "")
+    if ((minimum is not None and value < minimum) or (above is not None and value <= above)
+            or (maximum is not None and value > maximum) or (below is not None and value >= below)):
+        if minimum is not None and maximum is not None:
+            raise ConfigError(f"must be from {minimum} to {maximum}", path)
+        raise ConfigError("must be " + " and ".join(part for part in (low, high) if part), path)
+
+
 # --------------------------------------------------------------------- sections
 
 

@@ -48,13 +48,20 @@ class Event:
         return {"type": self.type, "timestamp": self.created_at, "data": data}
 
 
+def managers_only(app: "Application", type: str) -> bool:
+    """Whether the declared kind `type` is for the apps that act for the community's admins
+    only (`EventKind.audience` ``"managers"``, e.g. the reports plugin's kinds)."""
+    kind = getattr(app, "event_kinds", {}).get(type)
+    return kind is not None and kind.audience == "managers"
+
+
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,
                   data: dict[str, Any], app_id: str | None = None,
                   actor_did: str | None = None) -> Event:
     """Record an event in `tx` and let plugins react inside the same transaction."""
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
-    audience = await event_audience(tx, community_did, app_id, type)
+    audience = await event_audience(tx, community_did, app_id, type, managers_only=managers_only(app, type))
     seq = await events_store.insert_event_tx(
         tx, event_id=event_id, type=type, community_did=community_did, app_id=app_id,
         actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,

@@ -31,6 +31,7 @@ import pluggy
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
     from daemon.runtime.config import Config
+    from daemon.runtime.declarations import Capability, EventKind, Link, WebFolders
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
     from daemon.http.base import BaseHandler, Principal
@@ -70,6 +71,80 @@ def cr_plugin_requires() -> list[str] | None:
         plugins, when one of them is disabled in ``plugins.disabled`` or not installed,
         or when requirements form a cycle. Migrations of a required plugin are applied
         before yours (see `cr_migrations`).
+    """
+
+
+# ------------------------------------------------------------------ declarations
+
+
+@hookspec
+def cr_event_kinds() -> "list[EventKind] | None":
+    """Declare the kinds of domain event the plugin emits (with `emit_tx`).
+
+    Called once per plugin at start-up, before any migration runs. Declared kinds are
+    what apps may subscribe to (webhooks: the API, the developer pages with each kind's
+    label, the OpenAPI enum) and are delivered signed like the built-in ones; the built-in
+    kinds (``member.*``, ``record.*``) are declared the same way by their plugins.
+
+    :return: a list of `daemon.plugin.EventKind` (name ``<prefix>.<what>``, description,
+        JSON schema of the event's ``data``, label), or None. A kind declared twice, by one
+        plugin or two, or a malformed name stops start-up naming the plugin and the kind.
+    """
+
+
+@hookspec
+def cr_capabilities() -> "list[Capability] | None":
+    """Declare capabilities: things a member may be allowed to do in a community, which
+    the plugin checks with ``app.communities.holds(actor, community, name)``.
+
+    Called once per plugin at start-up, before any migration runs. Declared capabilities
+    are in the catalogue (docs/communities.md, "Roles and capabilities"): admins hold all of
+    them, custom roles may grant them, and those declared with ``moderator=True`` are held
+    by the built-in moderator role.
+
+    :return: a list of `daemon.plugin.Capability` (name ``<plugin>.<what>``, description,
+        ``moderator``), or None. A capability declared twice or a malformed name stops
+        start-up naming the plugin and the capability.
+    """
+
+
+@hookspec
+def cr_lexicons() -> "str | None":
+    """Ship the plugin's lexicons: the schemas of the methods it acts by for a user (and of
+    the records it writes).
+
+    Called once per plugin at start-up, before any migration runs. A route that acts in a
+    user's name under the plugin's own NSID authority (``UserMethod("com.example.notices.post",
+    "userDid")``) must have a lexicon of that id, a ``query`` or ``procedure``; the start-up
+    refuses it otherwise, and two plugins shipping one id.
+
+    :return: a directory of ``<nsid>.json`` lexicon files, or None.
+    """
+
+
+@hookspec
+def cr_web_folders() -> "WebFolders | None":
+    """Ship templates and static files for the plugin's pages (docs/plugins.md, "Pages").
+
+    Called once per plugin at start-up, before any migration runs; the web plugin compiles
+    the templates then (a broken template, or one naming a file outside the folders, stops
+    start-up). A page (`daemon.plugin.PageHandler` with ``plugin = "<name>"``) renders only
+    templates of its own folder.
+
+    :return: `daemon.plugin.WebFolders` (``templates``, ``static``: directories), or None.
+    """
+
+
+@hookspec
+def cr_web_links() -> "list[Link] | None":
+    """Add links to named places of the site's pages (`daemon.plugin.SLOTS`: the site's
+    navigation, a community's page, its settings, a member's row of actions, a person's
+    home). The built-in web plugin adds its own navigation the same way.
+
+    Called once per plugin at start-up, before any migration runs. An unknown slot, or one
+    link added to a slot twice, stops start-up naming the plugin.
+
+    :return: a list of `daemon.plugin.Link` (slot, label, href, when), or None.
     """
 
 
@@ -145,7 +220,10 @@ def cr_render_page(handler: "BaseHandler", page: str, title: str, status: int,
     a page of its own, such as the oauth plugin's login failure, asks for it by name).
 
     :param handler: the handler to finish.
-    :param page: the page's name (the web plugin renders ``<page>.html`` of its templates).
+    :param page: the page's name: one of the site's (the web plugin renders ``<page>.html`` of
+        its templates: ``error``, ``signin``, ``login_failed``), or a plugin's own template,
+        ``<plugin>/<file>.html`` of its `cr_web_folders` (what `daemon.plugin.PageHandler`
+        asks for). `values` hold ``me`` and ``csrf`` for a page with a session.
     :param title: the page's title; `status`: the HTTP status; `values`: what the page shows.
     :return: True after writing the whole answer; None when no plugin knows the page (the
         caller then answers plainly). Stops at the first non-None result. Must be a plain

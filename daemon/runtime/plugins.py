@@ -25,6 +25,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.webhooks",
     "plugins.events",
     "plugins.web",
+    "plugins.reports",
 )
 
 # Hooks whose implementations must be plain functions (see daemon.runtime.hookspecs).

@@ -11,12 +11,13 @@ there. Everything not listed here is private to its plugin.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
     from daemon.http.base import BaseHandler, Principal
-    from store.db import Row
+    from store.db import Row, Transaction
 
 #: A DID in a route pattern; colons may arrive percent-encoded (Tornado decodes the group).
 DID_PATTERN = r"(did(?::|%3[Aa])[^/?#]+)"
@@ -26,8 +27,58 @@ DID_PATTERN = r"(did(?::|%3[Aa])[^/?#]+)"
 SERVICE_NAMES = ("communities", "apps", "webhooks", "oauth", "web")
 
 
+@dataclass(frozen=True)
+class Community:
+    """A community as other plugins see it (``app.communities.community(did_or_handle)``):
+    only communities whose creation finished; visibility is `CommunitiesService.may_see`."""
+
+    did: str
+    handle: str
+    #: The display name.
+    name: str
+    description: str
+    #: ``open``, ``admin-approved`` or ``private`` (docs/communities.md, "Types").
+    type: str
+    creator_did: str
+    member_count: int
+    #: ISO 8601, UTC.
+    created_at: str
+
+
 class CommunitiesService(Protocol):
-    """The communities plugin: the operations and reads its JSON routes use."""
+    """The communities plugin: the operations and reads its JSON routes use, and what any
+    plugin may ask with plain values (the first group)."""
+
+    # for any plugin: plain values in, typed values out (docs/plugins.md, "Services")
+    async def community(self, did_or_handle: str) -> Community | None:
+        """The community with this DID or handle (``@`` and case ignored), None if unknown."""
+    async def membership(self, community_did: str, user_did: str) -> "MemberStatus":
+        """What the user is in the community: member, admin, pending, roles (all False if unknown)."""
+    async def may_see(self, actor: "Actor", community_did: str) -> bool:
+        """Whether the community shows itself to `actor`: its app may see it (private
+        communities: the creator app and allowed apps; no app: the service's own pages), and
+        a private community's content only to its members."""
+    async def holds(self, actor: "Actor | str", community_did: str, capability: str) -> bool:
+        """Whether the user (an `Actor` or a DID) holds `capability` (a catalogue name, also
+        a plugin's own from `cr_capabilities`) in the community: admins hold all; others
+        what their roles grant; the moderator role what is declared ``moderator=True``."""
+    async def audit_tx(self, tx: "Transaction", community_did: str, actor: "Actor | None", action: str,
+                       words: str, *, target_did: str | None = None, reason: str | None = None,
+                       details: dict[str, Any] | None = None) -> None:
+        """Write an entry to the community's audit log in `tx` (the transaction of the
+        change), shown on the history page as "<actor> <words> <target>"."""
+    async def remove_member(self, community_did: str, member_did: str, actor: "Actor",
+                            reason: str | None = None) -> dict[str, Any]:
+        """Remove a member as `actor` (who must hold ``members.remove``): the same command,
+        checks, event and audit entry as the API's remove."""
+    async def ban(self, community_did: str, user_did: str, actor: "Actor", *, reason: str | None = None,
+                  expires_at: str | None = None) -> dict[str, Any]:
+        """Ban a user as `actor` (who must hold ``members.ban``), as the API's ban does."""
+    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
+        """Whether the app may act for the community's admins: its creator app and apps an
+        admin granted management (None, the service's own pages: yes)."""
+
+    # the JSON routes' and the web pages' own
 
     # reads, as the JSON routes answer them (`handler`: the request being served)
     def path_did(self, value: str) -> str: """A DID from a path (decoded), or the community 404."""
@@ -95,6 +146,21 @@ class CommunitiesService(Protocol):
     async def profile_banner(self, user_did: str) -> bytes: """The user's own profile banner."""
 
 
+class RecordsService(Protocol):
+    """The records plugin, for other plugins: ``app.service(RecordsService)``."""
+
+    async def record(self, community_did: str, collection: str, rkey: str) -> dict[str, Any] | None:
+        """The indexed record (``uri``, ``cid``, ``collection``, ``rkey``, ``authorDid``,
+        ``createdAt``), None if the community has no such record."""
+    async def delete_record(self, community_did: str, collection: str, rkey: str, actor: "Actor", *,
+                            permitted: bool = False) -> dict[str, Any]:
+        """Delete a record as `actor` (a member), as the API's delete does: the collection's
+        delete rule (the author, an admin, a role granting ``records.delete``) unless the
+        caller checked a capability of its own (`permitted`: ``reports.review`` for a reported
+        record); someone else's record only through an app that acts for the admins; the PDS first, then the index and the
+        ``record.deleted`` event in one transaction. Raises `ApiError` (404 record_not_found...)."""
+
+
 class AppsService(Protocol):
     """The apikeys plugin: apps and their keys, as the developer's JSON routes manage them."""
 
@@ -148,3 +214,9 @@ class WebService(Protocol):
     through `cr_render_page`)."""
 
     def url(self, name: str) -> str: """The cache-busting URL of a shipped static file."""
+
+
+#: The interface of each built-in service name: ``app.service(CommunitiesService)`` is
+#: ``app.communities``.
+SERVICE_TYPES: dict[str, type] = {"communities": CommunitiesService, "apps": AppsService,
+                                  "webhooks": WebhooksService, "oauth": OAuthService, "web": WebService}

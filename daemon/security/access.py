@@ -172,7 +172,7 @@ NO_APP = Audience(NONE)
 
 
 async def event_audience(db: Reader, community_did: str | None, caused_by_app: str | None,
-                         event_type: str) -> Audience:
+                         event_type: str, *, managers_only: bool = False) -> Audience:
     """Which apps may hear of an event, and which of them may see the people it names,
     decided once in the transaction that records it (`daemon.runtime.events.emit_tx`) and
     kept with it: webhook fan-out and the event stream both obey it, so what an app hears
@@ -183,7 +183,8 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     roster (``rosterVisibility`` ``members`` or ``admins``), only the apps that see the
     roster (`app_sees_roster`: its creator app and apps granted management) hear of
     ``member.*`` events, and the others get every other event without the keys that name
-    a person."""
+    a person. A kind declared for the managers only (`managers_only`: `EventKind.audience`
+    ``"managers"``) reaches only the apps that act for the admins, whole."""
     if community_did is None:
         return Audience(AppSet(False, frozenset({caused_by_app}))) if caused_by_app else NO_APP
     row = await communities_store.get_community(db, community_did)
@@ -196,7 +197,7 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
         if row["creator_app_id"]:
             apps.add(row["creator_app_id"])
         hears = AppSet(False, frozenset(apps))
-    if row["roster_visibility"] == "public":
+    if row["roster_visibility"] == "public" and not managers_only:
         return Audience(hears)
     managers = set(await communities_store.managing_app_ids(db, community_did))
     if row["creator_app_id"]:
@@ -204,7 +205,7 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     if not hears.everyone:
         managers &= hears.apps
     roster = AppSet(False, frozenset(managers))
-    if event_type.startswith("member."):
+    if managers_only or event_type.startswith("member."):
         return Audience(roster, EVERY)
     return Audience(hears, roster)
 
@@ -267,6 +268,12 @@ async def app_manages(db: Reader, row: Row, app_id: str | None) -> bool:
     if app_id is None or row["creator_app_id"] == app_id:
         return True
     return await communities_store.app_manages(db, row["did"], app_id)
+
+
+async def app_manages_community(db: Reader, community_did: str, app_id: str | None) -> bool:
+    """`app_manages` by the community's DID (False for an unknown community)."""
+    row = await communities_store.get_community(db, community_did)
+    return row is not None and await app_manages(db, row, app_id)
 
 
 async def require_manager(db: Reader, row: Row, app_id: str | None) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 from plugins.apikeys import handlers
 from plugins.apikeys.auth import authenticate_api_key

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from daemon.http.base import ApiError, Principal
+from daemon.plugin import ApiError, Principal
 from plugins.apikeys.keys import KEY_RE, hash_key
 from store import apps as apps_store
 from store.db import VersionedCache

@@ -11,8 +11,7 @@ from plugins.apikeys import service
 from store.db import VersionedCache
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
-    from store.db import Row
+    from daemon.plugin import Application, Row
 
 
 class Apps:

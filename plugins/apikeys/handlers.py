@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import validate
-from daemon.http.base import BaseHandler, encode_cursor
-from daemon.http.openapi import BOOLEAN, DATETIME, DATETIME_OR_NULL, INTEGER, STRING, obj, operation, page
+from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, INTEGER, Row, STRING,
+                           encode_cursor, obj, operation, page, validate)
 from plugins.apikeys import service
 from plugins.apikeys.service import app_json
-from store.db import Row
 
 APP_ID = r"(app_[0-9a-f]{16})"
 

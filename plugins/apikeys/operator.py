@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemon.runtime.cli import add_json_flag, fail, print_rows
+from daemon.plugin import add_json_flag, fail, print_rows
 from store import apps as apps_store
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.http import validate
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, validate
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
 from store import apps as apps_store
-from store.db import Row
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 
 def default_limit(app: "Application") -> tuple[int, float]:

@@ -70,3 +70,15 @@ def cr_sync_events(app: Any, events: list[Any]) -> Any:
 def cr_cli_commands() -> dict[str, Any]:
     from plugins.communities.reindex import cli_commands
     return cli_commands()
+
+
+@hookimpl
+def cr_event_kinds() -> list[Any]:
+    from plugins.communities.declarations import EVENT_KINDS
+    return EVENT_KINDS
+
+
+@hookimpl
+def cr_capabilities() -> list[Any]:
+    from plugins.communities.declarations import CAPABILITIES
+    return CAPABILITIES

@@ -94,9 +94,15 @@ def role_name(value: Any, field: str = "name") -> str:
     return value
 
 
-def role_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+def plugin_capabilities(app: Any) -> frozenset[str]:
+    """The capabilities other plugins declared (`cr_capabilities`): a custom role may grant
+    them too."""
+    return frozenset(name for name in app.declarations.capabilities if name not in CATALOGUE)
+
+
+def role_fields(body: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`description`, `capabilities` and `collections` of a custom role from a request body
-    (400 ``invalid_request`` naming the field)."""
+    (400 ``invalid_request`` naming the field); `extra`: the plugins' own capabilities."""
     description = validate.string(body, "description", required=False, max_len=MAX_DESCRIPTION) or ""
     caps = body.get("capabilities", [])
     if not isinstance(caps, list):
@@ -107,9 +113,9 @@ def role_fields(body: Mapping[str, Any]) -> dict[str, Any]:
         if cap in PER_COLLECTION:
             raise validate.invalid(f"capabilities[{i}]", f"{cap} is granted per collection: "
                                    "put it under collections [{collection, capabilities}]")
-        if cap not in CATALOGUE:
+        if cap not in CATALOGUE and cap not in extra:
             raise validate.invalid(f"capabilities[{i}]", "must be one of " + ", ".join(
-                c for c in CATALOGUE if c not in PER_COLLECTION))
+                [c for c in CATALOGUE if c not in PER_COLLECTION] + sorted(extra)))
     grants = body.get("collections", [])
     if not isinstance(grants, list):
         raise validate.invalid("collections", "must be a list of {collection, capabilities}")

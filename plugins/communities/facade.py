@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from daemon.http.base import ApiError
 from plugins.communities import bans, capabilities, common, denials, invites, roles, service, uploads, views
+from plugins.communities.public import PublicCommunities
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from store.db import Row
 
 
-class Communities:
+class Communities(PublicCommunities):
     """`daemon.runtime.services.CommunitiesService`, bound to one application."""
 
     def __init__(self, app: "Application") -> None:

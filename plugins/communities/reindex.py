@@ -17,6 +17,7 @@ from daemon.runtime import cli
 from daemon.atproto.pds import blob_cid
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
+from plugins.communities.capabilities import plugin_capabilities
 from store import communities as communities_store
 from store import intents as intents_store
 from store import members as members_store
@@ -74,7 +75,7 @@ async def reindex(app: "Application", did: str,
             await members_store.set_admins_tx(tx, did, ordered)
             rebuilt = await roles.rebuild_tx(tx, did, roles_record["value"] if roles_record else None,
                                              {d: v.get("confirmedAt") or now for d, (_, v) in proofs.items()},
-                                             now)
+                                             now, plugin_capabilities(app))
             counts = await members_store.count_tx(tx, did)
             await communities_store.set_counts_tx(tx, did, *counts)
             await intents_store.delete_community_tx(tx, did)

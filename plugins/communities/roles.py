@@ -25,7 +25,7 @@ from daemon.http.base import ApiError
 from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
                                        community_repo_for, nsid, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
-                                              role_fields, role_name)
+                                              role_fields, role_name, plugin_capabilities)
 from store import communities as communities_store
 from store import roles as roles_store
 from store.db import Row
@@ -182,7 +182,7 @@ async def create_role(app: "Application", community: Row, actor: Actor, name: st
     role_name(name)
     if name in RESERVED:
         raise ApiError(409, "role_builtin", f"{name} is a built-in or reserved role name.")
-    role = role_fields(body)
+    role = role_fields(body, plugin_capabilities(app))
 
     def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, None, dict[str, Any]]:
         if name in defs:
@@ -198,7 +198,7 @@ async def create_role(app: "Application", community: Row, actor: Actor, name: st
 async def update_role(app: "Application", community: Row, actor: Actor, name: str,
                       body: dict[str, Any]) -> dict[str, Any]:
     _not_builtin(name)
-    role = role_fields(body)
+    role = role_fields(body, plugin_capabilities(app))
 
     def change(defs: Definitions, holders: Holders) -> tuple[Definitions, Holders, None, dict[str, Any]]:
         if name not in defs:
@@ -277,7 +277,7 @@ def _not_builtin(name: str) -> None:
 
 
 async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: Mapping[str, str],
-                     now: str) -> dict[str, Any]:
+                     now: str, extra: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Make the index's roles what the repo's `roles` record says (`commonroom reindex`):
     valid custom roles only, held by current `members` ({did: when their membership began,
     the proof's confirmedAt}) only, and only by those whose membership began no later than
@@ -293,7 +293,7 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
             name = role_name(entry.get("name")) if isinstance(entry, dict) else None
             if name is None or name in RESERVED:
                 continue
-            defs[name] = role_fields(entry)
+            defs[name] = role_fields(entry, extra)
         except Refused:
             continue  # not a definition this service would write: skipped
     for entry in (record or {}).get("members") or []:

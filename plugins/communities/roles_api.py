@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http.openapi import BOOLEAN, DID, STRING, arr, obj, operation
+from daemon.http.openapi import BOOLEAN, DID, STRING, arr, enum_of, obj, operation
 from daemon.atproto.proofs import UserMethod
 from plugins.communities import common, roles
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_denials
 from plugins.communities.api import ApiBase
-from plugins.communities.capabilities import CATALOGUE, PER_COLLECTION, ROLE_NAME
+from plugins.communities.capabilities import PER_COLLECTION, ROLE_NAME
 
 NAME = "(" + ROLE_NAME.pattern + ")"
 NAME_SCHEMA = {"type": "string", "pattern": "^" + ROLE_NAME.pattern + "$"}
-CAPABILITY = {"type": "string", "enum": sorted(c for c in CATALOGUE if c not in PER_COLLECTION)}
+CAPABILITY = enum_of("capabilities", {"type": "string"})  # the catalogue, plugins' own too (app.declarations)
 GRANT = obj({"collection": {"type": "string", "description": "a collection NSID"},
              "capabilities": arr({"type": "string", "enum": sorted(PER_COLLECTION)}, minItems=1)},
             ["collection", "capabilities"])

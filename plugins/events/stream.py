@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from daemon.http.base import ApiError, encode_cursor
-from daemon.runtime.events import EVENT_TYPES
 from daemon.security.access import AppSet, Audience, event_data_for
 from store import events as store
 from store.db import Row
@@ -56,10 +55,9 @@ POLL_SECONDS = 1.0
 
 
 def known_kinds(app: "Application") -> tuple[str, ...]:
-    """The event kinds an app may filter on. Today the spec's (`EVENT_TYPES`, as webhooks
-    accept); the kinds plugins declare belong here too once the core keeps a registry of
-    them (the platform issue)."""
-    return EVENT_TYPES
+    """The event kinds an app may filter on: every kind the plugins declared
+    (`cr_event_kinds`, the built-in ones included), as webhooks accept."""
+    return tuple(app.event_kinds)
 
 
 def stream_of(app: "Application") -> "EventStream":

@@ -28,13 +28,13 @@ from joserfc import jwt
 from joserfc.jwk import ECKey
 
 from daemon.atproto.identity import resolve_did, resolve_identity
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from daemon.security.netguard import RequestRefused
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import ClientKeys
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.oauth")
 

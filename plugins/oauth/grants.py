@@ -15,16 +15,15 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, cast
 import httpx
 from joserfc.jwk import ECKey
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, Transaction
 from daemon.security.sessions import end_session
 from plugins.oauth.client import OAuthClient, OAuthError, ServerMeta, TokenSet, origin_of
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import dump_private, load_client_keys, load_private
 from store import oauth as oauth_store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.oauth")
 

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc.jwk import ECKey
 
-from daemon.runtime.config import ConfigError
+from daemon.plugin import ConfigError
 
 log = logging.getLogger("commonroom.oauth")
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from daemon.http.base import ApiError, Principal
+from daemon.plugin import ApiError, Principal
 from plugins.oauth.grants import Grant, oauth_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 WRITE_ACTIONS = ("create", "update", "delete")
 

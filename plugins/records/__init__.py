@@ -34,6 +34,14 @@ def cr_routes(app: Any) -> list[tuple]:
 
 
 @hookimpl
+def cr_services(app: Any) -> dict[Any, Any]:
+    # for other plugins: read a record, delete one as a member (daemon.plugin.RecordsService)
+    from daemon.plugin import RecordsService
+    from plugins.records.service import Records
+    return {RecordsService: Records(app)}
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     check(app.config.plugin("records"), app.config.atproto.namespace)
 
@@ -41,3 +49,9 @@ def cr_startup(app: Any) -> None:
 @hookimpl
 def cr_write_kinds(app: Any) -> list[Any]:
     return writes.write_kinds(app)
+
+
+@hookimpl
+def cr_event_kinds() -> list[Any]:
+    from plugins.records.declarations import EVENT_KINDS
+    return EVENT_KINDS

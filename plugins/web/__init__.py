@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 
 @hookimpl
@@ -19,12 +19,20 @@ def cr_plugin_requires() -> list[str]:
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
     from plugins.web.assets import WebPages
-    return {"web": WebPages()}
+    return {"web": WebPages(app)}
+
+
+@hookimpl
+def cr_web_links() -> list[Any]:
+    from plugins.web.slots import NAVIGATION
+    return NAVIGATION   # the site's navigation, a slot like any plugin's
 
 
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
+    from plugins.web.assets import web_assets
     from plugins.web.pages import routes
+    web_assets(app)  # compile every template now, the plugins' too: before any migration runs
     return routes()
 
 
@@ -37,9 +45,15 @@ def cr_startup(app: Any) -> None:
 
 @hookimpl
 def cr_render_page(handler: Any, page: str, title: str, status: int, values: dict[str, Any]) -> Any:
-    # Pages other plugins ask for by name (the oauth plugin's login failure).
-    from plugins.web.assets import TEMPLATE_DIR
+    # Pages other plugins ask for: the site's by name (the oauth plugin's login failure, the
+    # error pages of any plugin's PageHandler), or a plugin's own template, "<plugin>/<file>".
+    from plugins.web.assets import TEMPLATE_DIR, web_assets
     from plugins.web.base import render_html
+    if "/" in page:
+        if not web_assets(handler.app).has_template(page):
+            return None
+        render_html(handler, page, title=title, status=status, **values)
+        return True
     if not (TEMPLATE_DIR / f"{page}.html").is_file():
         return None
     render_html(handler, f"{page}.html", title=title, status=status, **values)

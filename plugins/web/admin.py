@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, DID_PATTERN
 from daemon.atproto.pds import image_url
-from daemon.runtime.services import DID_PATTERN
 from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN, PRIMARY
@@ -221,9 +220,9 @@ class MembersPage(PageHandler):
         for m in members:
             m["has_actions"] = any(m["actions"].values())
         self.render_page("members.html", title=f"Members of {row['display_name']}",
-                         community=community_names(row), members=members, more=more, search=search,
-                         total=row["member_count"], paged=bool(self.get_query_argument("cursor", "")),
-                         **layout)
+                         community=community_names(row), path_of=community_path(row), members=members,
+                         more=more, search=search, total=row["member_count"],
+                         paged=bool(self.get_query_argument("cursor", "")), **layout)
 
 
 class MemberAction(PageHandler):

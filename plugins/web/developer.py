@@ -14,7 +14,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.http.base import ApiError, decode_cursor, encode_cursor
+from daemon.plugin import ApiError, decode_cursor, encode_cursor
 from plugins.web import queries
 from plugins.web.dates import when  # noqa: F401 (pages pass it to templates)
 from plugins.web.base import FormErrors, PageHandler
@@ -33,20 +33,12 @@ NOTICES = {
     "redelivered": "The event was queued to be sent again. Its delivery is at the top of the log.",
 }
 
-#: What each event means, in words (the checkboxes' labels).
-EVENT_WORDS = {
-    "member.joined": "Someone joined",
-    "member.left": "Someone left",
-    "member.approved": "A join request was approved",
-    "member.rejected": "A join request was declined",
-    "member.removed": "A member was removed",
-    "member.banned": "Someone was banned",
-    "member.unbanned": "A ban was lifted",
-    "member.roles_changed": "A role was given, taken or changed",
-    "record.created": "A community record was created",
-    "record.updated": "A community record was changed",
-    "record.deleted": "A community record was deleted",
-}
+
+def event_words(app: Any) -> dict[str, str]:
+    """What each event kind means, in words (the checkboxes' labels): every kind the
+    plugins declared (`cr_event_kinds`), with its label."""
+    return {name: kind.words for name, kind in app.event_kinds.items()}
+
 
 _APP_WORDS = {
     "name": "Enter a name for the app, 3 to 100 characters",
@@ -85,7 +77,7 @@ class DeveloperPage(PageHandler):
         if errors is None:
             errors = FormErrors()
         self.render_page(template, title=("Error: " + title) if errors else title, status=status,
-                         errors=errors, values=errors.values, event_words=EVENT_WORDS, when=when,
+                         errors=errors, values=errors.values, event_words=event_words(self.app), when=when,
                          notice=NOTICES.get(self.get_query_argument("done", "")), **values)
 
     def show_secret(self, *, title: str, kind: str, secret: str, onwards: str, **values: Any) -> None:
@@ -280,7 +272,8 @@ class WebhookForm(WebhooksOnly):
     """What creating and editing share: reading the form into the service's terms."""
 
     async def read_form(self, app_id: str) -> tuple[FormErrors, dict[str, Any]]:
-        chosen = [e for e in self.form_lists.get("events", []) if e in EVENT_WORDS]
+        kinds = self.app.event_kinds
+        chosen = [e for e in self.form_lists.get("events", []) if e in kinds]
         values: dict[str, Any] = {"url": self.form.get("url", "").strip(), "events": chosen,
                                   "community": self.form.get("community", "").strip().lstrip("@"),
                                   "active": self.form.get("active", "")}

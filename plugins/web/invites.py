@@ -9,8 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.security.access import member_status
-from daemon.runtime.clock import iso
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, iso
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.developer import when
 from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor

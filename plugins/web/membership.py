@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http.base import Principal
-from store.db import Row
+from daemon.plugin import Principal, Row
 
 
 async def join(app: Any, row: Row, principal: Principal) -> tuple[int, dict[str, Any]]:

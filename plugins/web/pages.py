@@ -8,9 +8,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.security.access import member_status
-from daemon.http.base import ApiError, encode_cursor
+from daemon.plugin import ApiError, encode_cursor
 from plugins.web import membership, queries
-from plugins.web.assets import STATIC_PATTERN, StaticHandler
+from plugins.web.assets import PLUGIN_STATIC_PATTERN, STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
 from plugins.web.sections import settings_sections
 from plugins.web.shared import IDENT, plain_notice, community_path, community_row, signed_in_actor
@@ -263,6 +263,7 @@ def routes() -> list[tuple]:
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
+        (PLUGIN_STATIC_PATTERN, StaticHandler),
         (r"/discover", DiscoverPage),
         (r"/new", CreatePage),
         (r"/signout", SignOutAction),

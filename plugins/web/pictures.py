@@ -10,7 +10,7 @@ from typing import Any
 
 import tornado.httputil
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from plugins.web.admin import row_profile, show_pictures
 from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler

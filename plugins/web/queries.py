@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.atproto.syntax import is_did
+from daemon.plugin import is_did
 from daemon.atproto.pds import image_url
 from store import members as members_store
 from store.db import Database, Row
@@ -183,7 +183,8 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
     for e in entries:
         action, meta = e["action"], e["metadata"]
         target = None if action in _SELF_ACTIONS and e["targetDid"] == e["actorDid"] else name(e["targetDid"])
-        words, after = AUDIT_WORDS.get(action, action), None
+        # a plugin's own words (audit_tx in its words), else the action's name
+        words, after = AUDIT_WORDS.get(action) or meta.get("words") or action, None
         role = meta.get("role") if isinstance(meta.get("role"), str) else None
         if action == "role.assigned" and role:
             words, after = "gave", f"the role {role}"

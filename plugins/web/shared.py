@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from daemon.security.access import Actor, require_community
 from plugins.web import queries
 from plugins.web.base import PageHandler

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 from plugins.webhooks import delivery, handlers, metrics, operator, owner
 from plugins.webhooks.delivery import cr_event_tx  # noqa: F401 (the hook lives with the queue it fills)

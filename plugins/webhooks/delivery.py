@@ -29,19 +29,17 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon import hookimpl
-from daemon.runtime.clock import iso
-from daemon.runtime.events import Event
+from daemon.plugin import Event, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
+from daemon.runtime.events import managers_only
 from daemon.security.access import event_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
 from store import webhooks as store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.webhooks")
 
@@ -84,7 +82,8 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     # the event was recorded (`event_audience`, the decision the events stream reads back).
     audience = event.audience
     if audience is None:
-        audience = await event_audience(tx, event.community_did, event.app_id, event.type)
+        audience = await event_audience(tx, event.community_did, event.app_id, event.type,
+                                        managers_only=managers_only(app, event.type))
     chosen = [(row["id"], event.id, not audience.shows_people_to(row["app_id"]))
               for row in candidates if audience.admits(row["app_id"])]
     if not chosen:

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, cast
 from plugins.webhooks import service
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
     from plugins.webhooks.delivery import Dispatcher
     from plugins.webhooks.metrics import WebhookMetrics
-    from store.db import Row
+    from daemon.plugin import Row
 
 
 class Webhooks:

@@ -5,19 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import validate
-from daemon.runtime.events import EVENT_TYPES
-from daemon.http.base import BaseHandler, encode_cursor
-from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT, STRING,
-                            STRING_OR_NULL, arr, nullable, obj, operation, page, query)
-from store.db import Row
+from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, DID, INTEGER,
+                           NO_CONTENT, Row, STRING, STRING_OR_NULL, arr, encode_cursor, nullable, obj,
+                           operation, page, query, validate, enum_of)
 from plugins.webhooks import service
 from plugins.webhooks.service import delivery_json, webhook_json
 
 WEBHOOK_ID = r"(wh_[0-9a-f]{16})"
 
 
-EVENTS = arr({"type": "string", "enum": list(EVENT_TYPES)}, minItems=1, maxItems=len(EVENT_TYPES))
+EVENTS = enum_of("event_kinds", arr(STRING, minItems=1))  # every declared kind (app.event_kinds)
 CONCURRENCY = {"type": "integer", "minimum": 1, "maximum": service.MAX_CONCURRENCY,
                "description": "deliveries in flight at once; 1 (the default) keeps strict event order"}
 WEBHOOK = obj({"webhookId": STRING, "url": STRING, "events": arr(STRING), "communityDid": nullable(DID),
@@ -59,7 +56,7 @@ class WebhooksHandler(WebhooksBase):
     async def post(self) -> None:
         body = self.json_body()
         url = await service.checked_url(self.app, body, required=True)
-        events = service.events(body, required=True)
+        events = service.events(self.app, body, required=True)
         community_did = service.community_did(body)
         concurrency = service.concurrency(body)
         row, secret = await service.create(self.app, self.app_id, url=url, events=events,
@@ -96,7 +93,7 @@ class WebhookHandler(WebhooksBase):
         body = self.json_body()
         await self.owned(webhook_id)
         url = await service.checked_url(self.app, body, required=False)
-        events = service.events(body, required=False)
+        events = service.events(self.app, body, required=False)
         scope: dict[str, Any] = {}
         if "communityDid" in body:
             scope["community_did"] = service.community_did(body)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from daemon.runtime.cli import add_json_flag, fail, print_rows
+from daemon.plugin import add_json_flag, fail, print_rows
 from store import webhooks as store
 
 

@@ -5,7 +5,7 @@ own it; the rules are the same (plugins/webhooks/service.py)."""
 
 from __future__ import annotations
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from plugins.webhooks import handlers
 from plugins.webhooks.handlers import WEBHOOK_ID
 from store import apps as apps_store

@@ -14,23 +14,16 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.http import validate
-from daemon.atproto.syntax import is_did
-from daemon.runtime.clock import iso
-from daemon.runtime.events import EVENT_TYPES
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, Transaction, is_did, iso, validate
 from daemon.security.netguard import TargetRefused
 from daemon.security.access import app_can_see
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
 from store import webhooks as store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
-#: Every event type a webhook may subscribe to (docs/webhooks.md).
-EVENTS = EVENT_TYPES
 DELIVERY_STATUSES = ("pending", "delivered", "failed")
 #: Deliveries to one webhook in flight at once: 1 keeps strict event order (docs/webhooks.md).
 MAX_CONCURRENCY = 32
@@ -94,9 +87,11 @@ async def checked_url(app: "Application", body: dict[str, Any], required: bool) 
     return url
 
 
-def events(body: dict[str, Any], required: bool) -> list[str] | None:
-    return validate.string_list(body, "events", required=required, allowed=EVENT_TYPES,
-                                min_items=1, max_items=len(EVENT_TYPES))
+def events(app: "Application", body: dict[str, Any], required: bool) -> list[str] | None:
+    """The kinds a webhook subscribes to: any the plugins declared (`app.event_kinds`)."""
+    kinds = tuple(app.event_kinds)
+    return validate.string_list(body, "events", required=required, allowed=kinds,
+                                min_items=1, max_items=len(kinds))
 
 
 def community_did(body: dict[str, Any]) -> str | None:

@@ -28,7 +28,7 @@ def check(config: WebhooksConfig) -> None:
     """Refuse values the loop cannot work with (ConfigError naming the key)."""
     import ipaddress
 
-    from daemon.runtime.config import ConfigError
+    from daemon.plugin import ConfigError
     if config.max_in_flight < 1:
         raise ConfigError("must be at least 1", "webhooks.max_in_flight")
     if config.request_timeout_seconds <= 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 from commonroom_hello.handlers import HelloHandler
 

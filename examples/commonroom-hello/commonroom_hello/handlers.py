@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from daemon.http.base import BaseHandler
-from daemon.http.openapi import STRING, arr, obj, operation
+from daemon.plugin import STRING, BaseHandler, arr, obj, operation
 
 
 class HelloHandler(BaseHandler):

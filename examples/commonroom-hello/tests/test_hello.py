@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.runtime.config import ConfigError
+from daemon.plugin import ConfigError
 
 
 async def test_the_plugin_is_loaded_from_its_entry_point(app):

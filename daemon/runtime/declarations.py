@@ -1,0 +1,245 @@
+"""What plugins declare about themselves, collected once and checked before any migration
+runs: the event kinds they emit (`cr_event_kinds`) and the capabilities they check
+(`cr_capabilities`). A bad declaration (a name twice, a malformed name, the wrong type)
+stops start-up with a `DeclarationError` naming the plugin and the thing, so a plugin that
+cannot start never leaves half-applied migrations behind.
+
+The registry is ``app.declarations``; the event kinds are one mapping, ``app.event_kinds``
+(name → `EventKind`), which the webhooks plugin and anything else that offers events to
+apps read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from daemon.runtime.plugins import PluginError, results_by_plugin
+
+#: ``<prefix>.<what>``: lower-case words joined by dots, camelCase allowed after the first.
+DOTTED_NAME = re.compile(r"^[a-z][a-z0-9]*(\.[a-z][a-zA-Z0-9]*)+$")
+
+
+#: Who an event kind goes to (`EventKind.audience`).
+AUDIENCES = ("community", "managers")
+
+
+class DeclarationError(PluginError):
+    """A plugin declared something twice, or something malformed."""
+
+
+@dataclass(frozen=True)
+class EventKind:
+    """A kind of domain event a plugin emits (with `emit_tx`), offered to apps.
+
+    :param name: ``<prefix>.<what>`` (``notice.posted``): the event's ``type``.
+    :param description: one sentence for the docs and the API (what happened).
+    :param schema: JSON schema of the event's ``data`` (``communityDid`` is added to it).
+    :param label: the words of the developer pages' checkbox ("A notice was posted");
+        the description when empty.
+    :param audience: which apps' webhooks receive it: ``"community"`` (every app that may
+        see the community), or ``"managers"`` (only apps the community trusts to act for
+        its admins: its creator app and apps granted management).
+    """
+
+    name: str
+    description: str
+    schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    label: str = ""
+    audience: str = "community"
+
+    @property
+    def words(self) -> str:
+        return self.label or self.description
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Something a member may be allowed to do in a community, checked with
+    ``app.communities.holds(actor, community, name)``. Admins hold every capability;
+    custom roles may grant it; `moderator` says whether the built-in moderator role holds it.
+
+    :param name: ``<plugin>.<what>`` (``notices.pin``).
+    :param description: what it allows, for the catalogue (``GET .../roles`` and the docs).
+    """
+
+    name: str
+    description: str
+    moderator: bool = False
+    #: Granted per collection (`records.create:<collection>`): the records plugin's only.
+    per_collection: bool = False
+
+
+@dataclass(frozen=True)
+class WebFolders:
+    """A plugin's templates and static files (`cr_web_folders`), both optional.
+
+    :param templates: a directory of Tornado templates; a page renders ``<name>.html`` of it
+        (``PageHandler.render_page``), and a template extends the site's layout with
+        ``{% extends "base.html" %}`` (other names of the site's: ``_card.html``...); its own
+        files are named ``<plugin>/<file>``.
+    :param static: a directory of ``.css``, ``.js``, ``.svg``, ``.png``, ``.ico`` files, served
+        under cache-busting URLs: ``{{ static("<plugin>/<file>") }}`` in a template.
+    """
+
+    templates: str | None = None
+    static: str | None = None
+
+
+#: The named places where plugins add links (`cr_web_links`), with what each link's
+#: `href` and `when` see besides ``me`` (the signed-in person: ``did``, ``handle``; or None).
+SLOTS: dict[str, str] = {
+    "site.nav": "the site's navigation, on every page",
+    "community.page": "a community's page (`community`: did, handle, name, type; `membership`: "
+                      "isMember, isAdmin, isPending, roles)",
+    "community.settings": "a community's settings page and its section navigation (`community`)",
+    "member.actions": "a member's row of actions on the members page (`community`, `member`: did, handle)",
+    "person.home": "a signed-in person's home page",
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link a plugin adds to a named place of the site's pages (`SLOTS`).
+
+    :param slot: one of `SLOTS`.
+    :param label: the link's words.
+    :param href: a path on this site; ``{community[handle]}``, ``{community[did]}``,
+        ``{member[did]}``, ``{me[did]}`` are filled in from the slot's values (URL-escaped),
+        or a function of those values returning the path (None: no link).
+    :param when: a function of the slot's values: show the link only when it returns True
+        (None: always; ``lambda v: v["me"] is not None`` for signed-in people).
+    """
+
+    slot: str
+    label: str
+    href: Any
+    when: Any = None
+
+
+@dataclass
+class Declarations:
+    """Everything plugins declared, each with the plugin that declared it."""
+
+    event_kinds: dict[str, EventKind] = field(default_factory=dict)
+    capabilities: dict[str, Capability] = field(default_factory=dict)
+    #: The lexicons plugins ship (`cr_lexicons`), by id: their methods' (and records') schemas.
+    lexicons: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Each plugin's template and static folders (`cr_web_folders`).
+    web_folders: dict[str, WebFolders] = field(default_factory=dict)
+    #: The links of each slot, in plugin order (`cr_web_links`).
+    links: dict[str, list[Link]] = field(default_factory=lambda: {slot: [] for slot in SLOTS})
+    owners: dict[tuple[str, str], str] = field(default_factory=dict)  # (what, name) -> plugin
+
+    def method_lexicons(self) -> set[str]:
+        """The ids of the shipped lexicons that describe a method (a query or procedure)."""
+        return {nsid for nsid, doc in self.lexicons.items()
+                if isinstance(doc.get("defs"), dict) and isinstance(doc["defs"].get("main"), dict)
+                and doc["defs"]["main"].get("type") in ("query", "procedure")}
+
+    def owner(self, what: str, name: str) -> str | None:
+        return self.owners.get((what, name))
+
+    def _add(self, what: str, plugin: str, name: str) -> None:
+        if not isinstance(name, str) or not DOTTED_NAME.match(name):
+            raise DeclarationError(f"plugin {plugin!r} declares the {what} {name!r}: a name must be "
+                                   "dotted lower-case words, such as 'notice.posted'")
+        other = self.owners.get((what, name))
+        if other is not None:
+            whose = " twice" if other == plugin else f", which plugin {other!r} declares too"
+            raise DeclarationError(f"plugin {plugin!r} declares the {what} {name!r}{whose}")
+        self.owners[(what, name)] = plugin
+
+
+def _items(plugin: str, hook: str, result: Any, kind: type) -> list[Any]:
+    if result is None:
+        return []
+    if isinstance(result, (str, bytes, dict)) or not all(isinstance(r, kind) for r in result):
+        raise DeclarationError(f"{plugin}.{hook} must return a list of {kind.__name__}, not {result!r}"[:300])
+    return list(result)
+
+
+def collect(pm: pluggy.PluginManager) -> Declarations:
+    """Call the declaration hooks, plugin by plugin, and check what they return."""
+    out = Declarations()
+    for plugin, result in results_by_plugin(pm, "cr_event_kinds"):
+        for kind in _items(plugin, "cr_event_kinds", result, EventKind):
+            out._add("event kind", plugin, kind.name)
+            if kind.audience not in AUDIENCES:
+                raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} for the "
+                                       f"audience {kind.audience!r} (one of: {', '.join(AUDIENCES)})")
+            if not isinstance(kind.schema, dict):
+                raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with a "
+                                       "schema that is not a JSON schema object")
+            out.event_kinds[kind.name] = kind
+    for plugin, result in results_by_plugin(pm, "cr_capabilities"):
+        for cap in _items(plugin, "cr_capabilities", result, Capability):
+            out._add("capability", plugin, cap.name)
+            out.capabilities[cap.name] = cap
+    for plugin, result in results_by_plugin(pm, "cr_lexicons"):
+        if result is None:
+            continue
+        folder = Path(result)
+        if not folder.is_dir():
+            raise DeclarationError(f"{plugin}.cr_lexicons names {str(folder)!r}, which is not a directory")
+        for path in sorted(folder.glob("*.json")):
+            try:
+                doc = json.loads(path.read_text())
+                nsid = doc["id"]
+            except (ValueError, KeyError, TypeError):
+                raise DeclarationError(f"plugin {plugin!r} ships {path.name}, which is not a lexicon "
+                                       "(JSON with an id)") from None
+            if path.stem != nsid:
+                raise DeclarationError(f"plugin {plugin!r} ships the lexicon {nsid!r} in {path.name}: "
+                                       "name the file after its id")
+            out._add("lexicon", plugin, nsid)
+            out.lexicons[nsid] = doc
+    for plugin, result in results_by_plugin(pm, "cr_web_folders"):
+        if result is None:
+            continue
+        if not isinstance(result, WebFolders):
+            raise DeclarationError(f"{plugin}.cr_web_folders must return WebFolders, not {result!r}"[:300])
+        for what, folder in (("templates", result.templates), ("static", result.static)):
+            if folder is not None and not Path(folder).is_dir():
+                raise DeclarationError(f"plugin {plugin!r} declares the {what} folder {str(folder)!r}, "
+                                       "which is not a directory")
+        out.web_folders[plugin] = result
+    for plugin, result in results_by_plugin(pm, "cr_web_links"):
+        for link in _items(plugin, "cr_web_links", result, Link):
+            if link.slot not in SLOTS:
+                raise DeclarationError(f"plugin {plugin!r} adds the link {link.label!r} to the unknown slot "
+                                       f"{link.slot!r} (slots: {', '.join(SLOTS)})")
+            key = f"{link.slot} {link.href if isinstance(link.href, str) else link.label}"
+            if out.owners.get(("link", key)) == plugin:
+                raise DeclarationError(f"plugin {plugin!r} adds the link {link.label!r} to the slot "
+                                       f"{link.slot!r} twice")
+            out.owners[("link", key)] = plugin
+            out.links[link.slot].append(link)
+    return out
+
+
+def check_user_methods(app: Any, lexicon_ids: set[str]) -> None:
+    """Refuse (at start-up) one method id declared by two routes (one route may answer it
+    to several HTTP methods: GET and POST of membership/check), and a plugin method id
+    under an authority of its own without a method lexicon among `lexicon_ids`
+    (`cr_lexicons`)."""
+    namespace = app.config.atproto.namespace
+    seen: dict[str, tuple[Any, str]] = {}
+    for route in app.routes:
+        declared = getattr(route[1], "user_methods", None) or {}
+        for http_method, spec in declared.items():
+            for method in (spec.values() if isinstance(spec, dict) else [spec]):
+                where = f"{http_method} {route[0]} ({route[1].__module__}.{route[1].__name__})"
+                mid = method.id(namespace)
+                if mid in seen and seen[mid][0] != (route[0], route[1]):
+                    raise DeclarationError(f"{where} declares the method id {mid!r}, which {seen[mid][1]} "
+                                           "declares too")
+                seen.setdefault(mid, ((route[0], route[1]), where))
+                if not mid.startswith(namespace + ".") and mid not in lexicon_ids:
+                    raise DeclarationError(f"{where} acts for a user as {mid!r}, but no plugin ships its "
+                                           "lexicon (a query or procedure; cr_lexicons)")

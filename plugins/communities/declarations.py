@@ -1,0 +1,47 @@
+"""What the communities plugin declares (docs/plugins.md): the `member.*` event kinds it
+emits and the capability catalogue its roles draw from. Declared through the same hooks
+as any other plugin's (`cr_event_kinds`, `cr_capabilities`)."""
+
+from __future__ import annotations
+
+from daemon.plugin import DATETIME_OR_NULL, DID, STRING_OR_NULL, Capability, EventKind, obj
+from plugins.communities.capabilities import CATALOGUE, MODERATOR, PER_COLLECTION
+
+_BOOL = {"type": "boolean"}
+
+
+def _member(by: str | None = None, **more: dict) -> dict:
+    props = {"memberDid": DID, "communityDid": DID, **({by: DID} if by else {}), **more}
+    return obj(props, [p for p in props if p not in ("via", "inviteId", "reason")])
+
+
+EVENT_KINDS = [
+    EventKind("member.joined", "Someone joined a community (a join request approved later is member.approved).",
+              _member(via={"type": "string", "enum": ["invite"]}, inviteId=STRING_OR_NULL), "Someone joined"),
+    EventKind("member.left", "A member left (or their account was deleted: reason account_deleted).",
+              _member(reason=STRING_OR_NULL), "Someone left"),
+    EventKind("member.approved", "An admin or moderator approved a join request.",
+              _member("approvedBy"), "A join request was approved"),
+    EventKind("member.rejected", "An admin or moderator declined a join request.",
+              _member("rejectedBy", reason=STRING_OR_NULL), "A join request was declined"),
+    EventKind("member.removed", "A member was removed.", _member("removedBy", reason=STRING_OR_NULL),
+              "A member was removed"),
+    EventKind("member.banned", "Someone was banned (ending a membership or a request, if any).",
+              _member("bannedBy", reason=STRING_OR_NULL, expiresAt=DATETIME_OR_NULL, wasMember=_BOOL,
+                      wasPending=_BOOL), "Someone was banned"),
+    EventKind("member.unbanned", "A ban was lifted.", _member("unbannedBy"), "A ban was lifted"),
+    EventKind("member.roles_changed",
+              "A role was given to or taken from a member, or a role was created, changed or deleted "
+              "(`change` says which: for an assignment the member and the roles they now hold, for a "
+              "definition the members holding it).",
+              obj({"change": {"type": "string", "enum": ["assigned", "unassigned", "role_created",
+                                                         "role_updated", "role_deleted"]},
+                   "role": STRING_OR_NULL, "changedBy": DID, "memberDid": DID,
+                   "roles": {"type": "array", "items": {"type": "string"}},
+                   "holders": {"type": "array", "items": DID}, "communityDid": DID},
+                  ["change", "role", "changedBy", "communityDid"]),
+              "A role was given, taken or changed"),
+]
+
+CAPABILITIES = [Capability(name, description, moderator=name in MODERATOR, per_collection=name in PER_COLLECTION)
+                for name, description in CATALOGUE.items()]

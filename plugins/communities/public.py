@@ -1,0 +1,79 @@
+"""What any plugin may ask the communities plugin with plain values (the first group of
+`daemon.plugin.CommunitiesService`): a community by DID or handle, a person's membership,
+visibility, capabilities (the catalogue's and the plugins' own), audit entries with a
+plugin's own words, and the moderation commands (the same commands the API runs)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from daemon.plugin import Community, is_did
+from daemon.security.access import (NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community,
+                                   member_status)
+from plugins.communities import bans, queries, service, steps
+from store import communities as communities_store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.plugin import Application, Row, Transaction
+
+
+class PublicCommunities:
+    """Mixed into the communities service (`facade.Communities`), which sets ``app``."""
+
+    app: "Application"
+
+    async def community(self, did_or_handle: str) -> Community | None:
+        ident = did_or_handle.strip()
+        if is_did(ident):
+            row = await communities_store.get_community(self.app.db, ident)
+        else:
+            row = await queries.active_by_handle(self.app.db, ident.lstrip("@").lower())
+        if row is None or row["state"] != "active":
+            return None
+        return Community(row["did"], row["handle"], row["display_name"], row["description"], row["type"],
+                         row["creator_did"], row["member_count"], row["created_at"])
+
+    async def membership(self, community_did: str, user_did: str) -> MemberStatus:
+        return await member_status(self.app.db, community_did, user_did)
+
+    async def may_see(self, actor: Actor, community_did: str) -> bool:
+        row = await communities_store.get_community(self.app.db, community_did)
+        if row is None or not await app_can_see(self.app.db, community_did, actor.app_id):
+            return False
+        return row["type"] != "private" or (await self.membership(community_did, actor.did)).is_member
+
+    async def holds(self, actor: Actor | str, community_did: str, capability: str) -> bool:
+        declared = self.app.declarations.capabilities.get(capability)
+        if declared is None:
+            raise ValueError(f"no plugin declares the capability {capability!r} (cr_capabilities)")
+        status = await self.membership(community_did, actor if isinstance(actor, str) else actor.did)
+        if status.holds(capability):
+            return True
+        # the moderator role's grants are stored with its catalogue capabilities; a plugin's own
+        # that it declares for moderators are held through the role itself
+        return status.is_member and declared.moderator and "moderator" in status.roles
+
+    async def audit_tx(self, tx: "Transaction", community_did: str, actor: Actor | None, action: str,
+                       words: str, *, target_did: str | None = None, reason: str | None = None,
+                       details: dict[str, Any] | None = None) -> None:
+        await steps.audit_tx(self.app, tx, community_did, action, actor, target_did, reason,
+                             {**(details or {}), "words": words})
+
+    async def remove_member(self, community_did: str, member_did: str, actor: Actor,
+                            reason: str | None = None) -> dict[str, Any]:
+        return await service.remove(self.app, await self._active(community_did), member_did, actor, reason)
+
+    async def ban(self, community_did: str, user_did: str, actor: Actor, *, reason: str | None = None,
+                  expires_at: str | None = None) -> dict[str, Any]:
+        return await bans.ban(self.app, await self._active(community_did), user_did, actor, reason=reason,
+                              expires_at=expires_at)
+
+    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
+        return await app_manages_community(self.app.db, community_did, app_id)
+
+    async def _active(self, community_did: str) -> "Row":
+        row = await communities_store.get_community(self.app.db, community_did)
+        if row is None or row["state"] != "active":
+            raise NOT_FOUND(community_did)
+        return row
+

@@ -1,0 +1,59 @@
+"""What other plugins may ask the records plugin (`daemon.plugin.RecordsService`): read an
+indexed record, and delete one as a member through the same rules and write path as the
+API's DELETE (the reports plugin removes a reported record with it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from daemon.plugin import ApiError
+from daemon.security.access import APP_NOT_TRUSTED, Actor, app_manages, member_status, require_community
+from plugins.records import permissions, writes
+from plugins.records.collections import policy
+from store import records as store
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.runtime.app import Application
+
+
+class Records:
+    def __init__(self, app: "Application") -> None:
+        self.app = app
+
+    async def record(self, community_did: str, collection: str, rkey: str) -> dict[str, Any] | None:
+        row = await store.get_record(self.app.db, community_did, collection, rkey)
+        if row is None:
+            return None
+        return {"uri": row["uri"], "cid": row["cid"], "collection": row["collection"], "rkey": row["rkey"],
+                "authorDid": row["author_did"], "createdAt": row["created_at"]}
+
+    async def delete_record(self, community_did: str, collection: str, rkey: str, actor: Actor, *,
+                            permitted: bool = False) -> dict[str, Any]:
+        app = self.app
+        community = await require_community(app, community_did, actor)
+        did = community["did"]
+        refused = policy(app).protected_refusal(collection)
+        if refused is not None:
+            raise refused
+        async with writes.hold(app, did, collection, rkey):
+            await writes.settle(app, did, collection, rkey)
+            row = await store.get_record(app.db, did, collection, rkey)
+            if row is None:
+                raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
+            status = await member_status(app.db, did, actor.did)
+            if not status.is_member:
+                raise ApiError(403, "not_member", "The acting user is not a member of this community.")
+            rule = (await permissions.rules_for(app, did, collection))["delete"]
+            how = "granted" if permitted else permissions.decide(status, "delete", rule, collection,
+                                                                is_author=row["author_did"] == actor.did)
+            if how is None:
+                raise permissions.refusal("delete", rule, collection)
+            if how != "member" and row["author_did"] != actor.did and not await app_manages(app.db, community,
+                                                                                            actor.app_id):
+                raise APP_NOT_TRUSTED(did, actor.app_id or "-")
+            from daemon.atproto.accounts import community_repo
+            repo = await writes.pds_call(community_repo(app, did))
+            await writes.perform(app, repo, writes.Write(
+                "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
+                user_did=actor.did, app_id=actor.app_id))
+        return {"uri": row["uri"], "cid": row["cid"], "collection": collection, "rkey": rkey, "deleted": True}

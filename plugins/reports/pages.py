@@ -1,0 +1,153 @@
+"""The reports pages, in the site's layout: a member's report form (``/c/<c>/report``,
+linked from a member's row and the community page), the reviewers' queue in the settings
+area (``/c/<c>/settings/reports``, linked through the settings slot), and a person's own
+reports with their status (``/reports/mine``, linked from their home page)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import quote
+
+from daemon.plugin import Actor, ApiError, PageHandler, iso
+
+from plugins.reports import reports, store
+from plugins.reports.declarations import ACTIONS, MAX_NOTE, MAX_TEXT, REASONS
+
+IDENT = r"([^/]+)"
+BAN_DAYS = ("1", "7", "30", "365")   # the queue's choice of ban lengths
+ACTION_WORDS = {"dismiss": "Dismiss", "remove_record": "Remove the record", "remove_member": "Remove the member",
+                "ban_member": "Ban the member"}
+OUTCOME_WORDS = {None: "Open", "dismissed": "Dismissed", "record_removed": "Acted on: the record was removed",
+                 "member_removed": "Acted on: the member was removed", "member_banned": "Acted on: the member was banned"}
+
+
+def _field(exc: ApiError) -> str:
+    for detail in exc.details or []:
+        if isinstance(detail, dict) and detail.get("field"):
+            return str(detail["field"])
+    return "subject" if exc.code in ("subject_not_member", "subject_outside_community", "cannot_report_self",
+                                     "record_not_found", "already_reported") else ""
+
+
+class ReportPage(PageHandler):
+    """A member reports a member or a record of the community."""
+
+    plugin = "reports"
+    login_required = True
+    notices = {"reported": "Thank you: your report is with the community's reviewers."}
+
+    async def get(self, ident: str) -> None:
+        assert self.me is not None
+        community = await reports.visible_community(self.app, ident, Actor(self.me["did"], None, proven=True))
+        self._render(community, {"subject": self.get_query_argument("subject", "")[:3000]}, None)
+
+    async def submit(self, ident: str) -> None:
+        assert self.me is not None
+        community = await reports.visible_community(self.app, ident, Actor(self.me["did"], None, proven=True))
+        form = {k: self.form.get(k, "") for k in ("subject", "reason", "text")}
+        try:
+            await reports.create(self.app, community, self.me["did"], dict(form), app_id=None)
+        except ApiError as exc:
+            if exc.status not in (400, 403, 404, 409, 429):
+                raise
+            for k, v in exc.headers.items():
+                self.set_header(k, v)
+            self._render(community, form, exc)
+            return
+        self.see_other(f"/c/{quote(community.handle)}/report", done="reported")
+
+    def _render(self, community: Any, form: dict[str, str], exc: ApiError | None) -> None:
+        errors = None
+        if exc is not None:
+            field = _field(exc)
+            errors = SimpleNamespace(general=[] if field else [exc.message],
+                                     fields={field: exc.message} if field else {})
+        self.render_page("report.html", title=("Error: " if exc else "") + f"Report in {community.name}",
+                         status=exc.status if exc else 200, community=community, form=form, errors=errors,
+                         reasons=REASONS, max_text=MAX_TEXT)
+
+    def form_page(self) -> str:
+        return self.request.path
+
+
+class QueuePage(PageHandler):
+    """The open reports, grouped by subject, for holders of reports.review."""
+
+    plugin = "reports"
+    login_required = True
+    notices = {"resolved": "The reports are resolved.", "dismissed": "The reports are dismissed."}
+
+    async def get(self, ident: str) -> None:
+        assert self.me is not None
+        actor = Actor(self.me["did"], None, proven=True)
+        community = await reports.visible_community(self.app, ident, actor)
+        await reports.require_reviewer(self.app, community, actor)
+        self.render_page("queue.html", title=f"Reports of {community.name}", community=community,
+                         groups=await reports.queue(self.app, community),
+                         resolved=await reports.recent_resolved(self.app, community, limit=20),
+                         actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS,
+                         max_note=MAX_NOTE, errors=None)
+
+
+class ResolveAction(PageHandler):
+    """The queue's forms: resolve a subject's open reports."""
+
+    plugin = "reports"
+    login_required = True
+
+    async def get(self, ident: str, report_id: str) -> None:
+        self.redirect(f"/c/{quote(ident)}/settings/reports", status=303)
+
+    async def submit(self, ident: str, report_id: str) -> None:
+        assert self.me is not None
+        actor = Actor(self.me["did"], None, proven=True)
+        community = await reports.visible_community(self.app, ident, actor)
+        body: dict[str, Any] = {"action": self.form.get("action", ""), "note": self.form.get("note", "")}
+        days = self.form.get("banDays", "")
+        if days and body["action"] == "ban_member":
+            if days not in BAN_DAYS:
+                raise ApiError(400, "invalid_request", "banDays: must be one of " + ", ".join(BAN_DAYS))
+            body["expiresAt"] = iso(self.app.clock.time() + int(days) * 86400)
+        try:
+            done = await reports.resolve(self.app, community, report_id, actor, body)
+        except ApiError as exc:
+            if exc.status not in (400, 404, 409):
+                raise
+            await reports.require_reviewer(self.app, community, actor)
+            self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status,
+                             community=community, groups=await reports.queue(self.app, community),
+                             resolved=await reports.recent_resolved(self.app, community, limit=20),
+                             actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS,
+                             max_note=MAX_NOTE, errors=SimpleNamespace(general=[exc.message], fields={}))
+            return
+        self.see_other(f"/c/{quote(community.handle)}/settings/reports",
+                       done="dismissed" if done["status"] == "dismissed" else "resolved")
+
+    def form_page(self) -> str:
+        return self.request.path.rsplit("/", 2)[0]
+
+
+class MinePage(PageHandler):
+    """A person's own reports, every community: status and outcome, never the reviewer."""
+
+    plugin = "reports"
+    login_required = True
+
+    async def get(self) -> None:
+        assert self.me is not None
+        rows = await store.all_of_reporter(self.app.db, self.me["did"], limit=200)
+        names: dict[str, Any] = {}
+        for row in rows:
+            if row["community_did"] not in names:
+                names[row["community_did"]] = await reports.communities(self.app).community(row["community_did"])
+        items = [{**reports.own_json(r), "community": names[r["community_did"]]} for r in rows
+                 if names[r["community_did"]] is not None]
+        self.render_page("mine.html", title="My reports", items=items, outcome_words=OUTCOME_WORDS)
+
+
+def routes() -> list[tuple]:
+    return [(r"/c/" + IDENT + r"/report", ReportPage),
+            (r"/c/" + IDENT + r"/settings/reports", QueuePage),
+            (r"/c/" + IDENT + r"/settings/reports/([0-9]{1,18})/resolve", ResolveAction),
+            (r"/reports/mine", MinePage)]

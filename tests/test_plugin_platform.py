@@ -1,0 +1,256 @@
+"""What the platform offers a plugin beyond hooks (issue 23, items 3 and 5): declarations
+checked before any migration, services found by type, the communities service's plain
+answers, capabilities of a plugin's own, audit entries in its words, and event kinds of
+its own that apps subscribe to and receive signed."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import pytest
+
+from commonroom_testing.app import build_config
+from daemon.plugin import (STRING, Actor, Capability, CommunitiesService, ConfigError, EventKind, FakeClock,
+                           check_range, emit_tx, hookimpl, obj)
+from daemon.runtime.app import create_app
+from daemon.runtime.declarations import DeclarationError, collect
+from daemon.runtime.plugins import build_plugin_manager
+from commonroom_testing.webhooks import LOOPBACK_TARGETS, subscribe
+from tests.fixtures_webhooks import make_app_key, make_community, settle
+
+COMMUNITY = "did:plc:community1"
+BULLETIN_POSTED = EventKind("bulletin.posted", "A bulletin was posted.",
+                          obj({"noticeId": STRING, "communityDid": STRING}, ["noticeId"]), "A bulletin was posted")
+
+
+class Notices:
+    """A test plugin: an event kind, a capability, a published service."""
+
+    @hookimpl
+    def cr_event_kinds(self) -> list[EventKind]:
+        return [BULLETIN_POSTED]
+
+    @hookimpl
+    def cr_capabilities(self) -> list[Capability]:
+        return [Capability("bulletins.pin", "pin a notice", moderator=True),
+                Capability("bulletins.archive", "archive old notices")]
+
+
+def plugin(**hooks: Any) -> Any:
+    """A plugin object implementing `hooks` (name -> function returning the declaration)."""
+    cls = type("P", (), {name: hookimpl(staticmethod(fn)) for name, fn in hooks.items()})
+    return cls()
+
+
+# ------------------------------------------------------------------ declarations
+
+
+def test_check_range_names_the_key_and_the_range():
+    check_range(5, "notices.limit", minimum=1, maximum=10)
+    with pytest.raises(ConfigError, match=r"^notices\.limit: must be from 1 to 10$"):
+        check_range(11, "notices.limit", minimum=1, maximum=10)
+    with pytest.raises(ConfigError, match=r"^notices\.wait: must be more than 0$"):
+        check_range(0, "notices.wait", above=0)
+    with pytest.raises(ConfigError, match=r"must be at least 0 and less than 1"):
+        check_range(1, "notices.jitter", minimum=0, below=1)
+
+
+def test_the_built_in_kinds_and_capabilities_are_declared_like_any_plugins():
+    declared = collect(build_plugin_manager(load_entry_points=False))
+    assert list(declared.event_kinds)[:3] == ["member.joined", "member.left", "member.approved"]
+    assert {"record.created", "record.updated", "record.deleted"} <= set(declared.event_kinds)
+    assert declared.owner("event kind", "record.created") == "records"
+    assert declared.owner("capability", "members.ban") == "communities"
+    assert declared.capabilities["members.ban"].moderator and not declared.capabilities["records.create"].moderator
+
+
+@pytest.mark.parametrize(("hooks", "message"), [
+    ({"cr_event_kinds": lambda: [BULLETIN_POSTED, BULLETIN_POSTED]}, r"'P' declares the event kind 'bulletin.posted' twice"),
+    ({"cr_event_kinds": lambda: [EventKind("member.joined", "again")]},
+     r"'P' declares the event kind 'member.joined', which plugin 'communities' declares too"),
+    ({"cr_capabilities": lambda: [Capability("members.ban", "mine")]},
+     r"'P' declares the capability 'members.ban', which plugin 'communities' declares too"),
+    ({"cr_event_kinds": lambda: [EventKind("Notice Posted", "x")]}, r"'P' declares the event kind 'Notice Posted'"),
+    ({"cr_capabilities": lambda: ["bulletins.pin"]}, r"P.cr_capabilities must return a list of Capability"),
+    ({"cr_event_kinds": lambda: [EventKind("bulletin.posted", "x", audience="admins")]},
+     r"'P' declares the event kind 'bulletin.posted' for the audience 'admins' \(one of: community, managers\)"),
+])
+def test_a_bad_declaration_stops_start_up_naming_the_plugin_and_the_thing(hooks, message):
+    pm = build_plugin_manager(load_entry_points=False)
+    pm.register(plugin(**hooks), name="P")
+    with pytest.raises(DeclarationError, match=message):
+        collect(pm)
+
+
+def test_a_plugin_that_fails_its_declarations_leaves_no_migration_behind(tmp_path, io_loop):
+    bad = plugin(cr_event_kinds=lambda: [BULLETIN_POSTED, BULLETIN_POSTED])
+    config, pm = build_config(tmp_path, {}, (bad,))
+    with pytest.raises(DeclarationError, match="twice"):
+        io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock()))
+    assert not config.database_path.exists()
+
+
+# ------------------------------------------------------------------ services by type
+
+
+class Greeter(Protocol):
+    def greet(self, name: str) -> str: ...
+
+
+class Greeting:
+    def greet(self, name: str) -> str:
+        return f"hello {name}"
+
+
+class Publisher:
+    @hookimpl
+    def cr_services(self, app: Any) -> dict[Any, Any]:
+        return {Greeter: Greeting()}
+
+
+@pytest.mark.parametrize("extra_plugins", [(Publisher(),)])
+async def test_a_plugin_finds_any_service_by_its_interface(app):
+    assert app.service(CommunitiesService) is app.communities is not None
+    assert app.service(Greeter).greet("ann") == "hello ann"
+    assert app.service(Protocol) is None
+
+
+@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["records", "webhooks", "web", "communities", "noticeboard", "reports"]}}])
+async def test_a_disabled_plugins_service_is_none_by_type_too(app):
+    assert app.service(CommunitiesService) is None
+
+
+def test_two_plugins_publishing_one_interface_stop_start_up(tmp_path, io_loop):
+    config, pm = build_config(tmp_path, {}, (Publisher(), Publisher()))
+    with pytest.raises(ConfigError, match="both register the service 'Greeter'"):
+        io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock()))
+
+
+# ------------------------------------------------------------------ the communities service
+
+
+async def _member(app: Any, community: str, did: str, *, admin_rank: int | None = None,
+                  roles: str | None = None, grants: str | None = None) -> None:
+    from store import members
+    async with app.db.transaction("test.member") as tx:
+        await members.insert_member_tx(tx, community_did=community, member_did=did, now=app.clock.iso_now(),
+                                       proof_rkey="3kp" + did[-4:], proof_cid=None, membership_uri=None,
+                                       membership_cid=None, app_id=None)
+        if roles is not None:
+            await tx.execute("UPDATE members SET roles = ?, grants = ? WHERE community_did = ? AND member_did = ?",
+                             (roles, grants, community, did))
+    if admin_rank is not None:
+        async with app.db.transaction("test.admin") as tx:
+            await members.set_admins_tx(tx, community, [(did, app.clock.iso_now())])
+
+
+@pytest.mark.parametrize("extra_plugins", [(Notices(),)])
+async def test_the_communities_service_answers_with_plain_values(app, client):
+    communities = app.service(CommunitiesService)
+    created = await make_app_key(app, client)
+    await make_community(app, COMMUNITY, type="private", creator_app_id=created["appId"])
+    await _member(app, COMMUNITY, "did:plc:admin", admin_rank=0)
+    await _member(app, COMMUNITY, "did:plc:mod1", roles="moderator", grants="members.ban")
+    await _member(app, COMMUNITY, "did:plc:plain")
+
+    by_did = await communities.community(COMMUNITY)
+    assert by_did is not None and by_did.type == "private" and by_did.name == "Test"
+    assert await communities.community("@Community1.TEST") == by_did
+    assert await communities.community("nobody.test") is None
+
+    status = await communities.membership(COMMUNITY, "did:plc:mod1")
+    assert status.is_member and not status.is_admin and status.roles == ("moderator",)
+    assert not (await communities.membership(COMMUNITY, "did:plc:stranger")).is_member
+
+    # private: its app sees it, for members; another app and non-members do not
+    assert await communities.may_see(Actor("did:plc:plain", created["appId"]), COMMUNITY)
+    assert not await communities.may_see(Actor("did:plc:stranger", created["appId"]), COMMUNITY)
+    assert not await communities.may_see(Actor("did:plc:plain", "app_other"), COMMUNITY)
+
+    # a plugin's capability: admins hold it; the moderator role holds the one declared for it
+    assert await communities.holds("did:plc:admin", COMMUNITY, "bulletins.archive")
+    assert await communities.holds(Actor("did:plc:mod1"), COMMUNITY, "bulletins.pin")
+    assert not await communities.holds("did:plc:mod1", COMMUNITY, "bulletins.archive")
+    assert not await communities.holds("did:plc:plain", COMMUNITY, "bulletins.pin")
+    assert await communities.holds("did:plc:mod1", COMMUNITY, "members.ban")
+    with pytest.raises(ValueError, match="no plugin declares the capability 'bulletins.nothing'"):
+        await communities.holds("did:plc:admin", COMMUNITY, "bulletins.nothing")
+
+
+@pytest.mark.parametrize("extra_plugins", [(Notices(),)])
+async def test_a_plugins_audit_entry_reads_in_its_own_words_on_the_history(app, client):
+    from tests.helpers import login_as
+    await make_community(app, COMMUNITY)
+    await _member(app, COMMUNITY, "did:plc:admin", admin_rank=0)
+    async with app.db.transaction("bulletins.pin") as tx:
+        await app.communities.audit_tx(tx, COMMUNITY, Actor("did:plc:admin"), "bulletin.pinned",
+                                       "pinned a notice by", target_did="did:plc:writer", details={"noticeId": "n1"})
+    session = await login_as(app, "did:plc:admin", "admin.test")
+    page = await client.get(f"/c/{COMMUNITY}/settings/audit", session=session)
+    assert page.status == 200, page.text
+    assert "pinned a notice by" in page.text and "did:plc:writer" in page.text
+
+
+# ------------------------------------------------------------------ event kinds of a plugin's own
+
+
+@pytest.mark.parametrize(("extra_plugins", "config_overrides"), [((Notices(),), LOOPBACK_TARGETS)])
+async def test_apps_subscribe_to_a_plugins_event_kind_and_receive_it_signed(app, client, webhook_receiver):
+    # the shipped receiver verifies with standardwebhooks against the real time: the default
+    # test clock starts there
+    created = await make_app_key(app, client)
+    await make_community(app, COMMUNITY)
+    rec = webhook_receiver()
+    await subscribe(client, created["apiKey"], rec, ["bulletin.posted"])
+    async with app.db.transaction("bulletins.post") as tx:
+        event = await emit_tx(app, tx, "bulletin.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
+    [got] = await rec.wait_for(1)
+    assert got.verify_error is None and got.webhook_id == event.id
+    assert got.verified["type"] == "bulletin.posted"
+    assert got.verified["data"] == {"noticeId": "n1", "communityDid": COMMUNITY}
+    await settle(app)
+
+    unknown = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
+                                json={"url": rec.url, "events": ["bulletin.deleted"]})
+    assert unknown.status == 400 and "unknown value(s) bulletin.deleted" in unknown.json()["message"]
+
+
+@pytest.mark.parametrize("extra_plugins", [(Notices(),)])
+async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(app, client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    events = doc["paths"]["/api/v1/webhooks"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+        "properties"]["events"]
+    assert "bulletin.posted" in events["items"]["enum"] and "member.joined" in events["items"]["enum"]
+    assert events["maxItems"] == len(app.event_kinds) and "x-enum-of" not in str(doc)
+
+    from tests.helpers import login_as
+    session = await login_as(app, "did:plc:owner")
+    created = await make_app_key(app, client)
+    page = await client.get(f"/apps/{created['appId']}/webhooks/new", session=session)
+    assert page.status == 200, page.text
+    assert 'value="bulletin.posted"' in page.text and "A bulletin was posted" in page.text
+
+
+@pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS])
+async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, webhook_receiver):
+    created = await make_app_key(app, client)
+    resp = await client.post("/api/v1/webhooks", api_key=created["apiKey"],
+                             json={"url": webhook_receiver().url, "events": ["bulletin.posted"]})
+    assert resp.status == 400 and "unknown value(s) bulletin.posted" in resp.json()["message"]
+
+
+def test_a_custom_role_may_grant_a_plugins_capability_only_while_it_is_declared():
+    from daemon.plugin import ApiError
+    from plugins.communities.capabilities import role_fields
+    assert role_fields({"capabilities": ["bulletins.pin", "audit.read"]}, frozenset({"bulletins.pin"}))["capabilities"] \
+        == ["audit.read", "bulletins.pin"]
+    with pytest.raises(ApiError, match=r"capabilities\[0\]: must be one of .*audit.read"):
+        role_fields({"capabilities": ["bulletins.pin"]})
+
+
+@pytest.mark.parametrize("extra_plugins", [(Notices(),)])
+async def test_the_roles_capability_enum_lists_the_plugins_capabilities(app, client):
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    body = doc["paths"]["/api/v1/communities/{did}/roles"]["post"]["requestBody"]["content"]["application/json"]
+    enum = body["schema"]["properties"]["capabilities"]["items"]["enum"]
+    assert "bulletins.pin" in enum and "members.ban" in enum and "records.create" not in enum

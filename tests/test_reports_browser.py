@@ -1,0 +1,66 @@
+"""The reports pages in headless Chromium (issue 24 item 4, acceptance): a member reports
+through the form, the moderator resolves from the queue, the reporter reads the outcome;
+with JavaScript on and off, axe finds nothing serious or critical, nothing scrolls sideways
+at 390 px, and each page is screenshotted at 1280 and 390 px."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from commonroom_testing.http import login_as
+from tests.test_reports import Club, devnet_module_fixtures
+from tests.test_web_browser import CHROMIUM_ARGS, Pages
+
+config_overrides, extra_plugins = devnet_module_fixtures()
+
+pytestmark = [pytest.mark.pds, pytest.mark.browser]
+
+
+@pytest.mark.parametrize("js", [True, False], ids=["js", "nojs"])
+async def test_report_resolve_and_read_the_outcome_in_a_browser(app, client, devnet, people, tmp_path, js):
+    from playwright.async_api import async_playwright
+
+    club = await Club().make(app, client, devnet, people)
+    out = Path(os.environ.get("COMMONROOM_SCREENSHOTS", tmp_path)) / ("reports-js" if js else "reports-nojs")
+    out.mkdir(parents=True, exist_ok=True)
+    pages = Pages(out, js)
+    base = client.base_url
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        try:
+            async def as_person(person: dict[str, str]):
+                session = await login_as(app, person["did"], person["handle"])
+                context = await browser.new_context(java_script_enabled=js)
+                await context.add_cookies([{"name": "sid", "value": session.sid, "url": base}])
+                return await context.new_page()
+
+            carol = await as_person(club.carol)
+            await carol.goto(f"{base}/c/{club.handle}/report?subject={club.dave['did']}")
+            await pages.check(carol, "report-form")
+            await carol.get_by_label("Harassment").check()
+            await carol.get_by_label("What happened").fill("Insults in the comments")
+            await carol.get_by_role("button", name="Send the report").click()
+            await carol.wait_for_load_state()
+            assert "your report is with the community's reviewers" in await carol.content()
+
+            bob = await as_person(club.bob)
+            await bob.goto(f"{base}/c/{club.handle}/settings/reports")
+            assert "Insults in the comments" in await bob.content()
+            await pages.check(bob, "report-queue")
+            await bob.get_by_label("Remove the member").check()
+            await bob.get_by_label("Note").fill("Warned twice before")
+            await bob.get_by_role("button", name="Resolve").click()
+            await bob.wait_for_load_state()
+            assert "The reports are resolved." in await bob.content()
+            await pages.check(bob, "report-queue-empty")
+
+            await carol.goto(f"{base}/reports/mine")
+            text = await carol.content()
+            assert "Acted on: the member was removed" in text and club.bob["did"] not in text
+            await pages.check(carol, "my-reports")
+        finally:
+            await browser.close()
+    assert (await club.api.check(club.did, club.dave["did"]))["isMember"] is False
