@@ -40,9 +40,19 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.atproto.pds": "image URLs of community pictures: " + _INTERNAL,
         "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
+        "store.audit": "the history page's filters read the audit log: " + _INTERNAL,
+    },
+    "events": {
+        "store.events": "the events outbox, the core table plugins may read (docs/plugins.md)",
+        "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
+        "daemon.runtime.plugins": "call_hook for cr_events_needed: " + _INTERNAL,
+        "daemon.security.access": "the audience decided at commit (AppSet, Audience, event_data_for) and "
+                                  "require_community (item 2 moves them behind CommunitiesService)",
     },
     "webhooks": {
         "store.webhooks": _STORE_OWN, "store.apps": _STORE_OTHER,
+        "daemon.runtime.events": "managers_only, a declared kind's audience at fan-out: " + _INTERNAL,
+        "daemon.runtime.retention": "the pace of bounded pruning batches (BATCH, PAUSE_SECONDS): " + _INTERNAL,
         "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
@@ -51,7 +61,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.atproto.proofs", "daemon.atproto.syntax", "daemon.atproto.writes", "daemon.http.base",
         "daemon.http.lean", "daemon.http.openapi", "daemon.http.validate", "daemon.runtime.app",
         "daemon.runtime.cli", "daemon.runtime.clock", "daemon.runtime.config", "daemon.runtime.events",
-        "daemon.security.access", "daemon.sync", "store.accounts", "store.apps", "store.audit", "store.bans",
+        "daemon.security.access", "daemon.sync", "daemon.runtime.retention", "store.accounts", "store.apps", "store.audit", "store.bans",
         "store.communities", "store.db", "store.intents", "store.invites", "store.members", "store.roles",
         "store.sync")},
     "records": {m: _LATER for m in (

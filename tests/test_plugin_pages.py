@@ -120,7 +120,7 @@ async def test_a_plugin_page_is_drawn_in_the_sites_layout_for_a_signed_out_visit
 async def test_a_signed_in_person_sees_themselves_and_posts_the_form_with_its_csrf_field(app, client):
     session = await login_as(app, "did:plc:boardreader", "reader.test")
     page = (await client.get("/board/club.test", headers=cookie(session))).text
-    assert "Signed in as <strong id=\"handle\">reader.test</strong>" in page
+    assert "Signed in as <strong class=\"who-handle\">reader.test</strong>" in page
     assert f'name="_csrf" value="{session.csrf}"' in page
     posted = await client.post("/board/club.test", body=f"_csrf={session.csrf}",
                                headers={**cookie(session), "Content-Type": "application/x-www-form-urlencoded"})

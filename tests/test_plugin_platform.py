@@ -115,7 +115,7 @@ async def test_a_plugin_finds_any_service_by_its_interface(app):
     assert app.service(Protocol) is None
 
 
-@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["records", "webhooks", "web", "communities", "noticeboard", "reports"]}}])
+@pytest.mark.parametrize("config_overrides", [{"plugins": {"disabled": ["records", "webhooks", "web", "communities", "noticeboard", "reports", "events"]}}])
 async def test_a_disabled_plugins_service_is_none_by_type_too(app):
     assert app.service(CommunitiesService) is None
 

@@ -22,7 +22,7 @@ import pluggy
 from daemon.runtime.plugins import PluginError, results_by_plugin
 
 #: ``<prefix>.<what>``: lower-case words joined by dots, camelCase allowed after the first.
-DOTTED_NAME = re.compile(r"^[a-z][a-z0-9]*(\.[a-z][a-zA-Z0-9]*)+$")
+DOTTED_NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-zA-Z0-9_]*)+")
 
 
 #: Who an event kind goes to (`EventKind.audience`).
@@ -146,7 +146,7 @@ class Declarations:
         return self.owners.get((what, name))
 
     def _add(self, what: str, plugin: str, name: str) -> None:
-        if not isinstance(name, str) or not DOTTED_NAME.match(name):
+        if not isinstance(name, str) or not DOTTED_NAME.fullmatch(name):
             raise DeclarationError(f"plugin {plugin!r} declares the {what} {name!r}: a name must be "
                                    "dotted lower-case words, such as 'notice.posted'")
         other = self.owners.get((what, name))
@@ -224,8 +224,9 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
 
 
 def check_user_methods(app: Any, lexicon_ids: set[str]) -> None:
-    """Refuse (at start-up) one method id declared by two routes (one route may answer it
-    to several HTTP methods: GET and POST of membership/check), and a plugin method id
+    """Refuse (at start-up) one method id declared by the routes of two plugins (one
+    plugin's routes may share one: GET and POST of membership/check, or reading a record
+    and listing records as ``record.read``), and a plugin method id
     under an authority of its own without a method lexicon among `lexicon_ids`
     (`cr_lexicons`)."""
     namespace = app.config.atproto.namespace
@@ -236,10 +237,11 @@ def check_user_methods(app: Any, lexicon_ids: set[str]) -> None:
             for method in (spec.values() if isinstance(spec, dict) else [spec]):
                 where = f"{http_method} {route[0]} ({route[1].__module__}.{route[1].__name__})"
                 mid = method.id(namespace)
-                if mid in seen and seen[mid][0] != (route[0], route[1]):
+                owner = ".".join(route[1].__module__.split(".")[:2])  # the plugin's package
+                if mid in seen and seen[mid][0] != owner:
                     raise DeclarationError(f"{where} declares the method id {mid!r}, which {seen[mid][1]} "
                                            "declares too")
-                seen.setdefault(mid, ((route[0], route[1]), where))
+                seen.setdefault(mid, (owner, where))
                 if not mid.startswith(namespace + ".") and mid not in lexicon_ids:
                     raise DeclarationError(f"{where} acts for a user as {mid!r}, but no plugin ships its "
                                            "lexicon (a query or procedure; cr_lexicons)")

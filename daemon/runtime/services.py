@@ -66,7 +66,9 @@ class CommunitiesService(Protocol):
                        words: str, *, target_did: str | None = None, reason: str | None = None,
                        details: dict[str, Any] | None = None) -> None:
         """Write an entry to the community's audit log in `tx` (the transaction of the
-        change), shown on the history page as "<actor> <words> <target>"."""
+        change), shown on the history page as "<actor> <words> <target>". `details` may not
+        use the core's keys ``outcome`` (which marks refused actions) and ``words``
+        (ValueError)."""
     async def remove_member(self, community_did: str, member_did: str, actor: "Actor",
                             reason: str | None = None) -> dict[str, Any]:
         """Remove a member as `actor` (who must hold ``members.remove``): the same command,
@@ -134,8 +136,8 @@ class CommunitiesService(Protocol):
     async def unassign_role(self, row: "Row", actor: "Actor", member_did: str, name: str) -> dict[str, Any]: ...
 
     # bans (docs/communities.md, "Bans"); 403 refusals audited as denials
-    async def ban(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
-                  expires_at: str | None) -> dict[str, Any]: ...
+    async def ban_row(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
+                      expires_at: str | None) -> dict[str, Any]: ...
     async def unban(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]: ...
     async def list_bans(self, row: "Row", actor: "Actor", *, limit: int,
                         before_id: int | None) -> list[dict[str, Any]]: ...

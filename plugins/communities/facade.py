@@ -165,8 +165,9 @@ class Communities(PublicCommunities):
             return await roles.unassign(self.app, row, actor, member_did, name)
 
     # bans (bans.py)
-    async def ban(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
-                  expires_at: str | None) -> dict[str, Any]:
+    async def ban_row(self, row: "Row", member_did: str, actor: "Actor", *, reason: str | None,
+                      expires_at: str | None) -> dict[str, Any]:
+        """`ban` for the web pages, which hold the community's row (refusals audited)."""
         async with self._denials_audited(row, actor, "membership.ban"):
             return await bans.ban(self.app, row, member_did, actor, reason=reason, expires_at=expires_at)
 

@@ -56,6 +56,9 @@ class PublicCommunities:
     async def audit_tx(self, tx: "Transaction", community_did: str, actor: Actor | None, action: str,
                        words: str, *, target_did: str | None = None, reason: str | None = None,
                        details: dict[str, Any] | None = None) -> None:
+        reserved = {"outcome", "words"} & set(details or {})
+        if reserved:  # the core's own keys: "outcome" marks refused actions (denials)
+            raise ValueError(f"audit details may not use the key(s) {sorted(reserved)}")
         await steps.audit_tx(self.app, tx, community_did, action, actor, target_did, reason,
                              {**(details or {}), "words": words})
 

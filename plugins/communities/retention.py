@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Any
 
-from daemon.runtime.clock import iso
+from daemon.plugin import iso
 from daemon.runtime.retention import BATCH, PAUSE_SECONDS
 from store import audit as audit_store
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 from plugins.events import handlers, retention
 from plugins.events.metrics import StreamMetrics

@@ -8,12 +8,12 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from daemon.runtime.clock import iso
+from daemon.plugin import iso
 from daemon.runtime.plugins import call_hook
 from store import events as store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.events")
 

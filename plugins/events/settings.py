@@ -24,7 +24,7 @@ class EventsConfig:
 
 def check(config: EventsConfig) -> None:
     """Refuse values the stream cannot work with (ConfigError naming the key)."""
-    from daemon.runtime.config import ConfigError
+    from daemon.plugin import ConfigError
     if config.retention_days < 1:
         raise ConfigError("must be at least 1", "events.retention_days")
     if config.subscriber_buffer_bytes < 64 * 1024:

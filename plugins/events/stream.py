@@ -24,13 +24,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from daemon.http.base import ApiError, encode_cursor
+from daemon.plugin import ApiError, encode_cursor
 from daemon.security.access import AppSet, Audience, event_data_for
 from store import events as store
-from store.db import Row
+from daemon.plugin import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
     from plugins.events.metrics import StreamMetrics
     from plugins.events.settings import EventsConfig
 

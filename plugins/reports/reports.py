@@ -219,8 +219,9 @@ async def resolve(app: Application, community: Community, report_id: str, actor:
         await communities(app).audit_tx(
             tx, community.did, actor, "report.resolved",
             (f"dismissed {len(resolved_ids)} report(s) about" if action == "dismiss" else
-             f"acted on {len(resolved_ids)} report(s) ({outcome.replace('_', ' ')}) about"), target_did=row["subject_did"] or None, reason=note,
-            details={"reportIds": resolved_ids, "subject": row["subject"], "outcome": outcome})
+             f"acted on {len(resolved_ids)} report(s) ({outcome.replace('_', ' ')}) about"),
+            target_did=row["subject_did"] or None, reason=note,
+            details={"reportIds": resolved_ids, "subject": row["subject"], "decision": outcome})
     return {"subject": row["subject"], "status": status, "outcome": outcome, "resolvedReportIds": resolved_ids}
 
 

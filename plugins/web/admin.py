@@ -220,7 +220,7 @@ class MembersPage(PageHandler):
         for m in members:
             m["has_actions"] = any(m["actions"].values())
         self.render_page("members.html", title=f"Members of {row['display_name']}",
-                         community=community_names(row), path_of=community_path(row), members=members,
+                         community=community_names(row), members=members,
                          more=more, search=search, total=row["member_count"],
                          paged=bool(self.get_query_argument("cursor", "")), **layout)
 
@@ -318,7 +318,7 @@ class AuditPage(PageHandler):
     async def get(self, ident: str) -> None:
         import datetime as dt
 
-        from daemon.http.base import decode_cursor, encode_cursor
+        from daemon.plugin import decode_cursor, encode_cursor
         from plugins.web.queries import AUDIT_KINDS, audit_entries, audit_page, did_of_person
 
         row = await community_row(self, ident)

@@ -17,10 +17,10 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.atproto.syntax import is_did
-from daemon.http.base import ApiError, decode_cursor, encode_cursor
-from daemon.runtime.clock import iso
-from daemon.runtime.services import DID_PATTERN
+from daemon.plugin import is_did
+from daemon.plugin import ApiError, decode_cursor, encode_cursor
+from daemon.plugin import iso
+from daemon.plugin import DID_PATTERN
 from plugins.web.admin import community_names, section_page
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN
@@ -347,7 +347,7 @@ class BanPage(PageHandler):
             raise ApiError(404, "not_found", "Choose the person to ban from the members or the requests.")
         if not errors:
             try:
-                await self.communities.ban(row, who, signed_in_actor(self), reason=values["reason"] or None,
+                await self.communities.ban_row(row, who, signed_in_actor(self), reason=values["reason"] or None,
                                            expires_at=expires_at)
             except ApiError as exc:
                 if exc.status == 403 or exc.status >= 500 or exc.status == 401:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from daemon.security.access import MemberStatus, member_status
 
 ADMIN = "admin"        # admins only (the profile, pictures, roles, trusted apps, danger zone)

@@ -64,7 +64,7 @@ async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
     """The sentence `?done=` selects, naming the person (`who`, a DID looked up in the
     profile cache) and the role (`role`, only if the community has it). Nothing typed into
     the URL reaches the page as text: a DID is replaced by the handle the index knows."""
-    from daemon.atproto.syntax import is_did
+    from daemon.plugin import is_did
     sentence = NOTICES.get(handler.get_query_argument("done", "") or "")
     if sentence is None or "{" not in sentence:
         return sentence

@@ -68,7 +68,7 @@ def cr_startup(app: Any) -> None:
         # A follower serves the webhook listings from its copy; the primary delivers.
         from plugins.webhooks.settings import WebhooksConfig
         if app.config.plugin("webhooks") != WebhooksConfig():
-            from daemon.runtime.config import ConfigError
+            from daemon.plugin import ConfigError
             raise ConfigError("a follower delivers no webhooks (the primary does): leave this "
                               "section out of a follower's config.yaml", "webhooks")
         return
