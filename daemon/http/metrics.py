@@ -32,6 +32,9 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _PDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 UNMATCHED = "unmatched"
+#: The `path` label of `commonroom_http_serving_path_total` for a Tornado RequestHandler
+#: (the lean routes say ``lean`` or ``lean_task``, daemon/http/lean.py).
+HANDLER_PATH = "handler"
 
 Refresh = Callable[[], Awaitable[None]]
 
@@ -75,6 +78,11 @@ class Metrics:
         self.latency = Histogram("commonroom_http_request_duration_seconds",
                                  "Time from the request's arrival to its answer.", ["route"],
                                  buckets=_LATENCY_BUCKETS, registry=r)
+        self.serving_path = Counter("commonroom_http_serving_path",
+                                    "Requests answered, by route and by the code path that served them: "
+                                    "lean (a lean route answered at once), lean_task (a lean route that "
+                                    "had to wait and went on in a task), handler (a RequestHandler).",
+                                    ["route", "path"], registry=r)
         self.rate_limited = Counter("commonroom_rate_limited",
                                     "Requests refused by a rate limit (429), by limit.", ["limit"], registry=r)
         self.pds_requests = Counter("commonroom_pds_requests",
@@ -85,7 +93,7 @@ class Metrics:
                                      registry=r)
         self.db_bytes = Gauge("commonroom_database_bytes", "Size of the SQLite files.", ["file"], registry=r)
         self._routes: dict[type, str] = {}
-        self._children: dict[tuple[type, str, int], tuple[Any, Any]] = {}
+        self._children: dict[tuple[type, str, int, str], tuple[Any, Any, Any]] = {}
         self._refreshers: list[Refresh] = []
 
     # ---------------------------------------------------------------- set-up
@@ -104,16 +112,19 @@ class Metrics:
         if not self.enabled:
             return
         method = handler.request.method
-        key = (type(handler), method, status)
+        path = getattr(handler, "serving_path", HANDLER_PATH)
+        key = (type(handler), method, status, path)
         children = self._children.get(key)
         if children is None:
             route = self._routes.get(type(handler), UNMATCHED)
             label = method if method in _METHODS else "OTHER"
-            children = (self.requests.labels(route, label, str(status)), self.latency.labels(route))
+            children = (self.requests.labels(route, label, str(status)), self.latency.labels(route),
+                        self.serving_path.labels(route, path))
             if len(self._children) < 10_000:
                 self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+        children[2].inc()
 
     def record_rate_limited(self, limit: str) -> None:
         if self.enabled:
