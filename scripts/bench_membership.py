@@ -19,7 +19,14 @@ is not installed here). Measured in the same run, against the same server proces
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
   (keyset cursor of the 89,900th member).
 
-    .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16]
+For every scenario served by the service it also prints which code path answered
+(``commonroom_http_serving_path_total`` read from ``/metrics`` before and after: ``lean``
+answered at once, ``lean_task`` a lean route that had to wait, ``handler`` a Tornado
+RequestHandler), so a lost fast path shows in the output, not only in a ratio; with
+``--stages`` (needs ``py-spy`` on the PATH or in the venv, a dev tool, not a dependency) an
+extra pass per scenario samples the server and splits its CPU per request into stages.
+
+    .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16] [--stages]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import socket
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +92,7 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
     raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
+           "metrics": {"allow_from": ["127.0.0.1/32"]},   # the bench reads the path counters
            "log_level": "warning"}
     pm = build_plugin_manager((), (), load_entry_points=False)
     config = Config.from_mapping(raw, base_dir=state, plugin_sections=plugin_sections(pm))
@@ -220,17 +229,50 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
     return stats
 
 
+PATH_METRIC = "commonroom_http_serving_path_total"
+
+
+def serving_paths(port: int) -> dict[str, float]:
+    """The service's request counts by serving path (`PATH_METRIC`, summed over routes
+    other than /metrics itself), read from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(PATH_METRIC + "{") and 'route="/metrics"' not in line:
+            labels, _, number = line.rpartition(" ")
+            path = labels.split('path="', 1)[1].split('"', 1)[0]
+            out[path] = out.get(path, 0.0) + float(number)
+    return out
+
+
+def paths_text(paths: dict[str, float] | None) -> str:
+    if paths is None:
+        return "paths n/a"
+    total = sum(paths.values())
+    if not total:
+        return "paths none counted"
+    return "paths " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(paths.items()) if v)
+
+
 def measure(name: str, port: int, requests: list[bytes], seconds: float, connections: int,
-            workers: int, server_pid: int | None = None) -> dict[str, Any]:
-    """Run the load from `workers` client processes; requests/s, latency percentiles, and
-    (with `server_pid`) how busy the server was and its CPU time per request."""
+            workers: int, server_pid: int | None = None, metrics_port: int | None = None) -> dict[str, Any]:
+    """Run the load from `workers` client processes; requests/s, latency percentiles,
+    (with `server_pid`) how busy the server was and its CPU time per request, and (with
+    `metrics_port`) how many requests each serving path answered."""
     per = max(1, connections // workers)
+    paths0 = serving_paths(metrics_port) if metrics_port else None
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
         started = time.perf_counter()
         results = pool.map(load, [("127.0.0.1", port, requests, seconds, per)] * workers)
         elapsed = time.perf_counter() - started
         cpu = cpu_seconds(server_pid) - cpu0 if server_pid else None
+    paths = None
+    if paths0 is not None and metrics_port:
+        paths1 = serving_paths(metrics_port)
+        paths = {k: paths1.get(k, 0.0) - paths0.get(k, 0.0) for k in set(paths0) | set(paths1)}
+        paths = {k: v for k, v in paths.items() if v}
     latencies = sorted(l for r in results for l in r["latencies"])
     statuses: dict[int, int] = {}
     for r in results:
@@ -241,11 +283,11 @@ def measure(name: str, port: int, requests: list[bytes], seconds: float, connect
            "p50_ms": 1000 * latencies[n // 2] if n else None,
            "p99_ms": 1000 * latencies[int(n * 0.99)] if n else None, "wall_s": elapsed,
            "server_busy": cpu / elapsed if cpu is not None else None,
-           "server_us_per_request": 1e6 * cpu / n if cpu is not None and n else None}
+           "server_us_per_request": 1e6 * cpu / n if cpu is not None and n else None, "paths": paths}
     busy = (f"  server busy {100 * out['server_busy']:.0f}%, {out['server_us_per_request']:.0f} µs CPU/req"
             if cpu is not None else "")
     print(f"{name:>8}: {out['rps']:8.0f} req/s  p50 {out['p50_ms']:.2f} ms  p99 {out['p99_ms']:.2f} ms  "
-          f"statuses {statuses}{busy}", flush=True)
+          f"statuses {statuses}{busy}  {paths_text(paths)}", flush=True)
     return out
 
 
@@ -297,21 +339,22 @@ def main() -> int:
         page1 = [http_get(f"{base}/members?limit=100", auth)]
         page900 = [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}", auth)]
         floors = [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks]
-        scenarios = [("bare", bare_port, checks),
-                     ("floor", port, floors),
-                     ("check", port, checks),
-                     ("check-nometrics", plain_port, checks),
-                     ("page1", port, page1),
-                     ("page900", port, page900)]
+        # (name, port, requests, the port whose /metrics counts its serving paths)
+        scenarios = [("bare", bare_port, checks, None),           # plain Tornado: no counters
+                     ("floor", port, floors, port),
+                     ("check", port, checks, port),
+                     ("check-nometrics", plain_port, checks, None),  # metrics off: no counters
+                     ("page1", port, page1, port),
+                     ("page900", port, page900, port)]
         measure("warmup", port, checks, 2, 4, 1)
         # Interleaved rounds, so that a burst of load from elsewhere on the machine hits
         # every scenario alike; each scenario's figure is the median of its rounds.
-        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in scenarios}
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _, _ in scenarios}
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", flush=True)
-            for name, p, reqs in scenarios:
+            for name, p, reqs, mp in scenarios:
                 rounds[name].append(measure(name, p, reqs, args.seconds, args.connections, args.workers,
-                                            server.pid))
+                                            server.pid, mp))
         # The machine's speed drifts between rounds (shared host), so ratios are taken
         # within each round (the scenarios of one round run seconds apart), then the median.
         def ratio(a: str, b: str) -> float:
@@ -332,11 +375,22 @@ def main() -> int:
             by_name = next(r for r in results if r["name"] == name)
             by_name["server_us_per_request_median"] = cpu[len(cpu) // 2]
             by_name["server_busy_min"] = min(x["server_busy"] for x in runs)
+            counted = [x["paths"] for x in runs if x["paths"] is not None]
+            by_name["paths_all_rounds"] = ({k: sum(p.get(k, 0) for p in counted) for p in counted for k in p}
+                                           if counted else None)
         print("\nmedians:")
         for r in results:
             print(f"{r['name']:>15}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
                   f"server {r['server_us_per_request_median']:.0f} µs CPU/req, busy ≥{100 * r['server_busy_min']:.0f}%  "
                   f"(rounds: {r['all_rps']})")
+        print("serving paths, all rounds: " + "; ".join(
+            f"{r['name']} {paths_text(r['paths_all_rounds'])} of {sum((r['paths_all_rounds'] or {}).values()):.0f}"
+            for r in results if r["paths_all_rounds"] is not None))
+        lost = {r["name"]: r["paths_all_rounds"] for r in results if r["name"] in ("check", "page1", "page900")
+                and r["paths_all_rounds"] and set(r["paths_all_rounds"]) - {"lean"}}
+        if lost:
+            print(f"FAST PATH LOST: not every request of {', '.join(lost)} was answered at once by its lean "
+                  f"route: {lost}")
         print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
               f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
               f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
