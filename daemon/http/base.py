@@ -304,6 +304,9 @@ class RequestLogic:
     * ``max_body``: None for the configured limit, or a byte count (uploads);
     * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
       (every other route declares its methods with `daemon.http.openapi.operation`).
+    * ``read_route``: True for a route that only reads whatever its method (membership/check
+      answers a POST): its successful answers are sampled in the access log like GETs
+      (`daemon.http.accesslog`, ``access_log.successful_reads``).
 
     The serving class provides ``application``, ``request``, ``put_header``,
     ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
@@ -315,6 +318,7 @@ class RequestLogic:
     rate_limit: str | None = None
     max_body: int | None = None
     serves_html: bool = False
+    read_route: bool = False
 
     principal: Principal | None = None
 

@@ -19,6 +19,7 @@ from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
 from daemon.runtime.clock import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.http.base import HealthHandler, NotFoundHandler
+from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
 from daemon.http.metrics import Metrics, MetricsHandler
@@ -170,6 +171,7 @@ class Application(tornado.web.Application):
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
+        self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
         self.proofs = proofs.Proofs(self)
         from daemon.atproto.accounts import AccountSessions
         from daemon.atproto.identity import IdentityCache
@@ -334,13 +336,9 @@ class Application(tornado.web.Application):
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         status = handler.get_status()
-        self.metrics.record_request(handler, status, handler.request.request_time())
-        level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
-        if not _access_log.isEnabledFor(level):
-            return
-        _access_log.log(
-            level, "%d %s %s %.1fms", status, handler.request.method, handler.request.uri,
-            1000.0 * handler.request.request_time())
+        seconds = handler.request.request_time()
+        self.metrics.record_request(handler, status, seconds)
+        self.access_log.write(handler, status, seconds)
 
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,

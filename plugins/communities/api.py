@@ -262,6 +262,7 @@ class CheckHandler(LeanHandler):
     it on every page view, so it is a lean route (`daemon.http.lean`)."""
 
     auth = "app"
+    read_route = True   # a POST that changes nothing: sampled in the access log like a GET
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
                body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
