@@ -290,6 +290,37 @@ def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[
     return hops[0] if hops else remote_ip
 
 
+# ------------------------------------------------------------------ hooks on the hot path
+
+
+class FirstResult:
+    """Call a ``firstresult`` hook (`cr_authenticate`, on every authenticated request) as
+    pluggy does, the last registered implementation first and the first answer that is not
+    None winning, but without pluggy's per-call machinery, which costs ~4 µs, more than
+    checking an API key. The implementations are re-read when they change (a plugin
+    registered later); a hook with wrappers goes through pluggy. Only pluggy's public API
+    (`get_hookimpls`, each implementation's `function` and `argnames`)."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+        self._impls: list[Any] | None = None
+        self._calls: list[tuple[Any, tuple[str, ...]]] | None = None
+
+    def __call__(self, **kwargs: Any) -> Any:
+        impls = self.hook.get_hookimpls()
+        if impls != self._impls:       # HookImpls compare by identity: a cheap check
+            self._impls = impls
+            wrapped = any(impl.hookwrapper or getattr(impl, "wrapper", False) for impl in impls)
+            self._calls = None if wrapped else [(impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
+        if self._calls is None:
+            return self.hook(**kwargs)
+        for function, argnames in self._calls:
+            result = function(*[kwargs[name] for name in argnames])
+            if result is not None:
+                return result
+        return None
+
+
 # ------------------------------------------------------------------ request logic
 
 
@@ -421,7 +452,7 @@ class RequestLogic:
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
-        pending = self.app.pm.hook.cr_authenticate(handler=self)
+        pending = self.app.authenticators(handler=self)
         principal = await pending if pending is not None else None
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())

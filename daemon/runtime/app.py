@@ -18,7 +18,7 @@ import tornado.web
 from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
 from daemon.runtime.clock import Clock
 from daemon.runtime.config import Config, ConfigError
-from daemon.http.base import HealthHandler, NotFoundHandler
+from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
 from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
@@ -172,6 +172,8 @@ class Application(tornado.web.Application):
         self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
         self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
+        #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
+        self.authenticators = FirstResult(pm.hook.cr_authenticate)
         self.proofs = proofs.Proofs(self)
         from daemon.atproto.accounts import AccountSessions
         from daemon.atproto.identity import IdentityCache
