@@ -326,7 +326,7 @@ def test_the_authentication_hook_is_called_as_pluggy_would():
             return default
 
     handler = Handler()
-    assert call(handler=handler) is None is pm.hook.cr_authenticate(handler=handler)
+    assert call(handler) is None is pm.hook.cr_authenticate(handler=handler)
 
     class Named:
         def __init__(self, answer):
@@ -338,13 +338,13 @@ def test_the_authentication_hook_is_called_as_pluggy_would():
 
     first, second = Named("first"), Named("second")
     pm.register(first)
-    assert call(handler=handler) == "first"
+    assert call(handler) == "first"
     pm.register(second)                       # registered later: asked first
-    assert call(handler=handler) == "second" == pm.hook.cr_authenticate(handler=handler)
+    assert call(handler) == "second" == pm.hook.cr_authenticate(handler=handler)
     pm.unregister(second)
-    assert call(handler=handler) == "first"
+    assert call(handler) == "first"
     pm.register(Named(None))                  # None: the next one answers
-    assert call(handler=handler) == "first"
+    assert call(handler) == "first"
 
     class Wrapper:
         @pluggy.HookimplMarker("commonroom")(wrapper=True)
@@ -353,4 +353,12 @@ def test_the_authentication_hook_is_called_as_pluggy_would():
             return f"wrapped {result}"
 
     pm.register(Wrapper())
-    assert call(handler=handler) == "wrapped first" == pm.hook.cr_authenticate(handler=handler)
+    assert call(handler) == "wrapped first" == pm.hook.cr_authenticate(handler=handler)
+
+    class NoArgument:
+        @hookimpl
+        def cr_authenticate(self):
+            return "no argument"
+
+    pm2 = build_plugin_manager((), (NoArgument(),), load_entry_points=False)
+    assert FirstResult(pm2.hook.cr_authenticate)(handler) == "no argument"

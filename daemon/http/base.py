@@ -296,26 +296,30 @@ def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[
 class FirstResult:
     """Call a ``firstresult`` hook (`cr_authenticate`, on every authenticated request) as
     pluggy does, the last registered implementation first and the first answer that is not
-    None winning, but without pluggy's per-call machinery, which costs ~4 µs, more than
-    checking an API key. The implementations are re-read when they change (a plugin
-    registered later); a hook with wrappers goes through pluggy. Only pluggy's public API
-    (`get_hookimpls`, each implementation's `function` and `argnames`)."""
+    None winning, but without pluggy's per-call machinery (measured with callgrind: 18,600
+    instructions a call through pluggy, 5,500 this way, the two built-in implementations
+    included). Arguments are positional, in the hook specification's order. The
+    implementations are re-read when they change (a plugin registered later); a hook with
+    wrappers, or an implementation taking fewer arguments, goes through pluggy. Only pluggy's
+    public API (`get_hookimpls`, `spec.argnames`, each implementation's `function`, `argnames`)."""
 
     def __init__(self, hook: Any) -> None:
         self.hook = hook
+        self._argnames = tuple(hook.spec.argnames)
         self._impls: list[Any] | None = None
-        self._calls: list[tuple[Any, tuple[str, ...]]] | None = None
+        self._functions: list[Any] | None = None
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:
         impls = self.hook.get_hookimpls()
         if impls != self._impls:       # HookImpls compare by identity: a cheap check
             self._impls = impls
-            wrapped = any(impl.hookwrapper or getattr(impl, "wrapper", False) for impl in impls)
-            self._calls = None if wrapped else [(impl.function, tuple(impl.argnames)) for impl in reversed(impls)]
-        if self._calls is None:
-            return self.hook(**kwargs)
-        for function, argnames in self._calls:
-            result = function(*[kwargs[name] for name in argnames])
+            direct = all(not impl.hookwrapper and not getattr(impl, "wrapper", False)
+                         and tuple(impl.argnames) == self._argnames for impl in impls)
+            self._functions = [impl.function for impl in reversed(impls)] if direct else None
+        if self._functions is None:
+            return self.hook(**dict(zip(self._argnames, args)))
+        for function in self._functions:
+            result = function(*args)
             if result is not None:
                 return result
         return None
@@ -452,7 +456,7 @@ class RequestLogic:
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
-        pending = self.app.authenticators(handler=self)
+        pending = self.app.authenticators(self)
         principal = await pending if pending is not None else None
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())
