@@ -340,7 +340,8 @@ class Application(tornado.web.Application):
         status = handler.get_status()
         seconds = handler.request.request_time()
         self.metrics.record_request(handler, status, seconds)
-        self.access_log.write(handler, status, seconds)
+        if _access_log.isEnabledFor(logging.INFO if status < 400 else logging.WARNING):
+            self.access_log.write(handler, status, seconds)
 
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,
