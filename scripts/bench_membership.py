@@ -24,7 +24,10 @@ For every scenario served by the service it also prints which code path answered
 answered at once, ``lean_task`` a lean route that had to wait, ``handler`` a Tornado
 RequestHandler), so a lost fast path shows in the output, not only in a ratio; with
 ``--stages`` (needs ``py-spy`` on the PATH or in the venv, a dev tool, not a dependency) an
-extra pass per scenario samples the server and splits its CPU per request into stages.
+extra pass per scenario samples the server and splits its CPU per request into stages
+(Tornado's HTTP parsing and I/O, the event loop, routing, handler set-up, authentication,
+rate limit, JSON body, SQLite read, the route's own work, the response, metrics and access
+log).
 
     .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16] [--stages]
 """
@@ -291,6 +294,73 @@ def measure(name: str, port: int, requests: list[bytes], seconds: float, connect
     return out
 
 
+# ------------------------------------------------------------------ CPU by stage (--stages)
+
+#: Where a sample of the server's stack is counted: the innermost frame (function name as
+#: py-spy prints it) that names one of these stages ...
+STAGES = {
+    "Application.find_handler": "routing",
+    "LeanDelegate.__init__": "handler set-up", "LeanHandler.__init__": "handler set-up",
+    "RequestHandler.__init__": "handler set-up", "RequestLogic.start_request": "handler set-up",
+    "RequestLogic.authenticate_throttled": "authentication",
+    "RequestLogic.apply_rate_limit": "rate limit",
+    "RequestLogic.json_body": "JSON body",
+    "Database.fetchone_now": "SQLite read", "Database.fetchone": "SQLite read",
+    "LeanHandler._respond": "response", "RequestHandler.finish": "response", "RequestHandler.flush": "response",
+    "Application.log_request": "metrics + access log",
+}
+#: ... or else the innermost frame of these modules, or else "other".
+STAGE_MODULES = (("tornado/", "Tornado HTTP (parse, I/O)"), ("asyncio/", "event loop"),
+                 ("selectors.py", "event loop"))
+STAGE_ORDER = ["Tornado HTTP (parse, I/O)", "event loop", "routing", "handler set-up", "authentication",
+               "rate limit", "JSON body", "SQLite read", "route's own work", "response",
+               "metrics + access log", "other"]
+
+
+def stage_of(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        stage = STAGES.get(frame.split(" (", 1)[0])
+        if stage:
+            return stage
+    for frame in reversed(frames):
+        name = frame.split(" (", 1)[0]
+        if name.endswith((".get", ".post")) and "(" in frame and "/tornado/" not in frame:
+            return "route's own work"
+        for module, stage in STAGE_MODULES:
+            if f"{module}" in frame:
+                return stage
+    return "other"
+
+
+def py_spy() -> str | None:
+    """py-spy (a sampling profiler from PyPI, a dev tool, not a dependency), if installed."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def stage_split(spy: str, server_pid: int, name: str, port: int, requests: list[bytes], seconds: float,
+                connections: int, workers: int) -> dict[str, float]:
+    """One extra pass of a scenario with py-spy sampling the server: its CPU µs per request
+    split by `stage_of` (the share of samples times the pass's CPU per request)."""
+    import subprocess
+    out = Path(tempfile.mkdtemp(prefix="cr-spy-")) / "raw.txt"
+    proc = subprocess.Popen([spy, "record", "--nonblocking", "-r", "400", "-f", "raw", "-o", str(out),
+                             "-d", str(int(seconds + 2)), "-p", str(server_pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    result = measure(f"{name}*", port, requests, seconds, connections, workers, server_pid)
+    proc.wait(60)
+    counts: dict[str, int] = {}
+    for line in out.read_text().splitlines() if out.exists() else []:
+        stack, _, n = line.rpartition(" ")
+        stage = stage_of(stack.split(";"))
+        counts[stage] = counts.get(stage, 0) + int(n)
+    shutil.rmtree(out.parent, ignore_errors=True)
+    total = sum(counts.values())
+    per_request = result["server_us_per_request"] or 0.0
+    return {stage: per_request * n / total for stage, n in counts.items()} if total else {}
+
+
 def http_get(path: str, headers: dict[str, str]) -> bytes:
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     return f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}\r\n".encode()
@@ -316,6 +386,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1, help="load generator processes")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--stages", action="store_true",
+                        help="after the rounds, one pass per scenario sampled with py-spy: CPU µs per "
+                             "request by stage (routing, authentication, SQLite, response ...)")
     args = parser.parse_args()
 
     from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
@@ -400,13 +473,31 @@ def main() -> int:
               f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
               f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
         print("per-round ratios (median): " + "; ".join(f"{k} = {v:.2f}" for k, v in paired.items()))
+        stages: dict[str, dict[str, float]] = {}
+        if args.stages:
+            spy = py_spy()
+            if spy is None:
+                print("--stages: py-spy not found (`.venv/bin/pip install py-spy`: a dev tool, not a dependency)")
+            else:
+                print("\nCPU per request by stage (one more pass per scenario, sampled by py-spy at 400 Hz; "
+                      "the sampling itself costs the server a little):")
+                for name, p, reqs, _ in scenarios:
+                    if name != "check-nometrics":
+                        stages[name] = stage_split(spy, server.pid, name, p, reqs, args.seconds,
+                                                   args.connections, args.workers)
+                names = list(stages)
+                print(f"{'µs/request':>26}" + "".join(f"{n:>9}" for n in names))
+                for stage in STAGE_ORDER:
+                    if any(stage in stages[n] for n in names):
+                        print(f"{stage:>26}" + "".join(f"{stages[n].get(stage, 0.0):9.1f}" for n in names))
+                print(f"{'total':>26}" + "".join(f"{sum(stages[n].values()):9.1f}" for n in names))
         memory = server_memory(server.pid)
         print(f"server memory: RSS {memory['rss_mb']:.1f} MB, peak {memory['peak_mb']:.1f} MB "
               f"({MEMBERS} members in one community, {COMMUNITIES + 1} communities; two applications "
               f"in the process, see check-nometrics)")
         if args.json:
             Path(args.json).write_text(json.dumps({"scenarios": results, "paired_ratios": paired,
-                                                   "memory": memory}, indent=2))
+                                                   "memory": memory, "stages": stages}, indent=2))
         server.terminate()
         server.join(5)
     finally:
