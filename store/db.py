@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -99,6 +100,18 @@ class Transaction:
         self._after_commit.append(callback)
 
 
+def _create_private(path: Path) -> None:
+    """Create a missing database file readable by its owner only (0600), whatever the umask:
+    SQLite would create it 0644, and its -wal and -shm files take the database's mode. (Under
+    systemd, StateDirectoryMode=0700 guards the directory too.) An existing file keeps its
+    mode: the operator may have chosen it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)  # an empty file is a new database to SQLite
+
+
 class Database:
     """The daemon's SQLite file."""
 
@@ -121,6 +134,7 @@ class Database:
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _create_private(self.path)
         self._writer = await aiosqlite.connect(self.path, isolation_level=None)
         await self._writer._execute(_configure, self._writer._conn, self._busy_timeout_ms, False)
         async with self._writer.execute("PRAGMA journal_mode = WAL") as cur:

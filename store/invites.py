@@ -47,6 +47,15 @@ async def claim_use_tx(tx: Transaction, invite_id: int, now: str) -> bool:
     return cur.rowcount > 0
 
 
+async def count_active_tx(tx: Transaction, community_did: str, now: str) -> int:
+    """Invites of the community that could still be used: not revoked, not expired, uses left."""
+    row = await tx.fetchone(
+        "SELECT COUNT(*) AS n FROM community_invites WHERE community_did = ? AND revoked_at IS NULL "
+        "AND (max_uses IS NULL OR uses < max_uses) AND (expires_at IS NULL OR expires_at > ?)",
+        (community_did, now))
+    return int(row["n"]) if row is not None else 0
+
+
 async def revoke_tx(tx: Transaction, invite_id: int, by: str, now: str) -> bool:
     cur = await tx.execute(
         "UPDATE community_invites SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL",

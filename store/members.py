@@ -25,8 +25,9 @@ async def status(db: Reader, community_did: str, user_did: str) -> Row | None:
 
 
 _CHECK_SQL = (
-    "SELECT c.did, c.type, c.state, c.creator_app_id, "
+    "SELECT c.did, c.type, c.state, c.creator_app_id, c.roster_visibility, "
     "(SELECT 1 FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?) AS app_allowed, "
+    "(SELECT a.manage FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?) AS app_manages, "
     "m.id AS member_id, m.admin_rank, m.roles, m.grants, "
     "(SELECT 1 FROM join_requests r WHERE r.community_did = c.did AND r.member_did = ?) AS pending "
     "FROM communities c LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ? "
@@ -34,8 +35,9 @@ _CHECK_SQL = (
 
 
 async def status_for_app(db: Database, community_did: str, user_did: str, app_id: str | None) -> Row | None:
-    """`status` plus whether `app_id` was allowed to see the community, in one query."""
-    return await db.fetchone_now(_CHECK_SQL, (app_id or "", user_did, user_did, community_did))
+    """`status` plus the community's `roster_visibility` and whether `app_id` was allowed
+    to see the community (`app_allowed`) or manage it (`app_manages`), in one query."""
+    return await db.fetchone_now(_CHECK_SQL, (app_id or "", app_id or "", user_did, user_did, community_did))
 
 
 # A ban is in force while `expires_at` is NULL or later than now (ISO 8601 strings of one

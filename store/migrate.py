@@ -21,7 +21,7 @@ from store.db import Database
 log = logging.getLogger(__name__)
 
 CORE_MIGRATIONS = Path(__file__).parent / "migrations"
-_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_NAME = re.compile(r"(\d{4})_([a-z0-9_]+)\.sql")
 
 _BOOTSTRAP = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -58,7 +58,7 @@ class Migration:
 def discover(component: str, directory: str | Path) -> list[Migration]:
     out = []
     for path in sorted(Path(directory).glob("*.sql")):
-        match = _NAME.match(path.name)
+        match = _NAME.fullmatch(path.name)
         if not match:
             raise ValueError(f"migration file {path} is not named NNNN_description.sql")
         out.append(Migration(component, int(match.group(1)), match.group(2), path))

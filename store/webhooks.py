@@ -86,19 +86,20 @@ async def subscribed_webhooks_tx(tx: Transaction, event_type: str,
         (event_type, community_did))
 
 
-async def enqueue_tx(tx: Transaction, rows: Iterable[tuple[str, str]], next_attempt_at: float,
+async def enqueue_tx(tx: Transaction, rows: Iterable[tuple[str, str, bool]], next_attempt_at: float,
                      now: str) -> None:
-    """Queue deliveries: `rows` are (webhook_id, event_id)."""
+    """Queue deliveries: `rows` are (webhook_id, event_id, hide_people: send the data
+    without the keys that name a person)."""
     await tx.executemany(
-        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at) "
-        "VALUES (?, ?, ?, ?)", [(w, e, next_attempt_at, now) for w, e in rows])
+        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at, hide_people) "
+        "VALUES (?, ?, ?, ?, ?)", [(w, e, next_attempt_at, now, 1 if hide else 0) for w, e, hide in rows])
 
 
 async def redeliver_tx(tx: Transaction, delivery: Row, next_attempt_at: float, now: str) -> int:
     cur = await tx.execute(
-        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at, redelivery_of) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (delivery["webhook_id"], delivery["event_id"], next_attempt_at, now, delivery["id"]))
+        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at, redelivery_of, "
+        "hide_people) SELECT ?, ?, ?, ?, ?, hide_people FROM webhook_deliveries WHERE id = ?",
+        (delivery["webhook_id"], delivery["event_id"], next_attempt_at, now, delivery["id"], delivery["id"]))
     return cur.lastrowid
 
 
@@ -130,7 +131,7 @@ async def pending_batch_tx(tx: Transaction, webhook_id: str, limit: int) -> list
     writer connection: a reader connection shared by overlapping statements can keep
     an older snapshot, and a stale batch would send delivered events again."""
     return await tx.fetchall(
-        "SELECT d.id, d.event_id, d.attempts, d.next_attempt_at, d.first_attempt_at, "
+        "SELECT d.id, d.event_id, d.attempts, d.next_attempt_at, d.first_attempt_at, d.hide_people, "
         "e.type, e.community_did, e.data, e.created_at AS event_created_at "
         "FROM webhook_deliveries d JOIN events e ON e.id = d.event_id "
         "WHERE d.webhook_id = ? AND d.status = 'pending' ORDER BY d.id LIMIT ?",

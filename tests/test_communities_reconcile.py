@@ -183,3 +183,29 @@ async def test_an_unfinished_admins_change_is_undone_from_the_index(app, client,
     assert [a["did"] for a in record["admins"]] == [alice["did"]]
     assert await api.check(did, bob["did"]) == {"isMember": True, "isAdmin": False, "isPending": False}
     assert [e["operation"] for e in await reconciled_entries(app, did)] == ["admin.promoted"]
+
+
+async def test_an_unfinished_removal_of_a_role_holder_puts_the_roles_record_back(
+        app, client, people, failer, clock):
+    """The removal put the roles record without the moderator and deleted their proof, then
+    its transaction failed: the reconciler puts both back from the index (issue 22)."""
+    from tests.fixtures_communities import pds_record
+
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Moderated club"))["did"]
+    assert (await api.join(did, bob["did"])).status == 201
+    assert (await api.post(api.path(did, f"/members/{bob['did']}/roles"),
+                           {"adminDid": alice["did"], "role": "moderator"})).status == 200
+    failer.armed = "member.removed"
+    resp = await api.delete(api.path(did, f"/members/{bob['did']}"), {"adminDid": alice["did"]})
+    assert resp.status == 500, resp.text
+    assert (await pds_record(app, did, "roles"))["members"] == []
+    assert bob["did"] not in await proofs_on_pds(app, did)
+
+    clock.advance(AFTER + 1)
+    assert (await reconcile(app))["reconciled"] == 1
+    assert (await pds_record(app, did, "roles"))["members"] == [{"did": bob["did"], "roles": ["moderator"]}]
+    assert bob["did"] in await proofs_on_pds(app, did)
+    assert (await api.check(did, bob["did"]))["roles"] == ["moderator"]
+    assert f"put {app.config.atproto.namespace}.roles/self" in (await reconciled_entries(app, did))[0]["undone"]

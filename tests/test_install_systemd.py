@@ -34,6 +34,8 @@ def test_install_into_a_root_verifies_runs_is_idempotent_and_uninstalls(tmp_path
     for name in UNITS:
         assert (units / name).is_file()
     assert (units / "commonroom.service.d" / "hardening.conf").is_file()
+    # systemd's default of 1,024 open files is what a flood of half-open connections exhausted.
+    assert "\nLimitNOFILE=65536\n" in (units / "commonroom.service").read_text()
     assert (units / "timers.target.wants" / "commonroom-backup.timer").is_symlink()
 
     analyze = shutil.which("systemd-analyze")

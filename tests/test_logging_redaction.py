@@ -116,6 +116,13 @@ def test_the_daemon_logs_no_oauth_code_state_token_or_key(daemon):
     ("login returnTo=%2Finvite%2FZk3_q-8xYbT2wLmN0pQrS4uV", f"login returnTo=%2Finvite%2F{REDACTED}"),
     ("return_to='/invite/Zk3_q-8xYbT2wLmN0pQrS4uV'", f"return_to='/invite/{REDACTED}'"),
     ("DELETE /api/v1/communities/did:plc:x/invites/inv_12", "DELETE /api/v1/communities/did:plc:x/invites/inv_12"),
+    # Percent-encoded codes are the same working codes (the router decodes the segment).
+    ("302 GET /invite/%5Ak3_q-8xYbT2wLmN0pQrS4uV 2.1ms", f"302 GET /invite/{REDACTED} 2.1ms"),
+    ("GET /invite/%5A%6B%33%5F%71%2D%38%78%59%62%54%32%77%4C%6D%4E%30 2.1ms", f"GET /invite/{REDACTED} 2.1ms"),
+    ("GET /invites/%255Ak3_q-8xYbT2wLmN0pQrS4uV?x=1", f"GET /invites/{REDACTED}?x=1"),
+    ("returnTo=%2Finvite%2F%255Ak3_q-8xYbT2wLmN0pQrS4uV", f"returnTo=%2Finvite%2F{REDACTED}"),
+    ("404 GET /INVITE/Zk3_q-8xYbT2wLmN0pQrS4uV", f"404 GET /INVITE/{REDACTED}"),
+    ("DELETE /api/v1/communities/did:plc:x/invites/inv%5F12", "DELETE /api/v1/communities/did:plc:x/invites/inv%5F12"),
 ])
 def test_redact_hides_the_documented_secrets_and_nothing_else(text, expected):
     assert redact(text) == expected

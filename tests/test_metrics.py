@@ -158,3 +158,15 @@ async def test_a_bearer_token_opens_metrics(app: Any, client: Client) -> None:
     assert (await client.get("/metrics", headers={"Authorization": "Bearer wrong-" + "y" * 20})).status == 404
     found = await scrape(client, headers={"Authorization": f"Bearer {TOKEN}"})
     assert any(name == "commonroom_http_requests_total" for name, _ in found)
+
+
+async def test_refused_connections_and_failed_accepts_are_counted(app: Any, client: Client) -> None:
+    """Counted by the daemon's server on `app.connections` (tests/test_probe_network.py
+    makes it refuse for real); the scrape reports what it counted since the last one."""
+    before = await scrape(client)
+    app.connections.refused += 3
+    app.connections.accept_failures += 2
+    after = await scrape(client)
+    assert value(after, "commonroom_connections_refused_total") - \
+        value(before, "commonroom_connections_refused_total") == 3
+    assert value(after, "commonroom_accept_failures_total") - value(before, "commonroom_accept_failures_total") == 2

@@ -84,6 +84,7 @@ async def test_reference_page_is_rendered_on_the_service_with_a_strict_csp(app, 
     assert resp.headers["Content-Type"].startswith("text/html")
     csp = resp.headers["Content-Security-Policy"]
     assert "unsafe-inline" not in csp and "default-src 'none'" in csp
+    assert resp.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in csp
     page = resp.text
     assert "<script" not in page and "http://" not in page.replace("http://127.0.0.1", "") \
         and "https://" not in page

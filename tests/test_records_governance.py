@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from daemon.atproto.syntax import canonical_nsid
 from plugins.records.writes import reconcile
 from tests.conftest import deep_merge
 from tests.fixtures_communities import Api
@@ -116,8 +117,9 @@ async def test_protected_namespaces_are_refused_whatever_the_case_of_the_authori
     api, did, alice, bob = await setup(app, client, people)
     resp = await api.post(path(did), {"userDid": bob["did"], "collection": collection, "rkey": "self",
                                       "record": note("x", collection)})
-    assert resp.status == 403, resp.text
-    assert resp.json()["error"] == "collection_protected"
+    # an authority not in lower case is refused before anything else (issue 22, hole 3)
+    want = (403, "collection_protected") if collection == canonical_nsid(collection) else (400, "invalid_request")
+    assert (resp.status, resp.json()["error"]) == want, resp.text
     assert await on_pds(devnet, did, collection, "self") is None
 
 
@@ -277,12 +279,12 @@ class TestOperatorLists:
         api, did, alice, bob = await setup(app, client, people)
         resp = await api.post(path(did), {"userDid": bob["did"], "collection": collection, "rkey": "n1",
                                           "record": note("x", collection)})
-        assert resp.status == 403, resp.text
-        assert resp.json()["error"] == "collection_not_allowed"
+        want = (403, "collection_not_allowed") if collection == canonical_nsid(collection) else \
+            (400, "invalid_request")
+        assert (resp.status, resp.json()["error"]) == want, resp.text
         assert await on_pds(devnet, did, collection, "n1") is None
 
-    @pytest.mark.parametrize("collection", ["org.example.garden.note", "ORG.example.garden.note",
-                                            "net.example.board.post", "NET.EXAMPLE.board.post"])
+    @pytest.mark.parametrize("collection", ["org.example.garden.note", "net.example.board.post"])
     async def test_allowed_collections_are_written(self, app, client, people, devnet, collection):
         api, did, alice, bob = await setup(app, client, people)
         resp = await api.post(path(did), {"userDid": bob["did"], "collection": collection, "rkey": "n1",
@@ -362,6 +364,7 @@ async def test_only_an_admin_through_a_trusted_app_may_set_the_allowlist(app, cl
     (["app.bsky.feed.*"], "allowedCollections[0]"),
     (["org.example.ok.*", "community.commonroom.profile"], "allowedCollections[1]"),
     (["Tools.Ozone.*"], "allowedCollections[0]"),
+    (["org.example.ok.*", "ORG.example.note"], "allowedCollections[1]"),
     (["not a pattern"], "allowedCollections[0]"),
     (["org.example.*.x"], "allowedCollections[0]"),
     ("org.example.*", "allowedCollections"),

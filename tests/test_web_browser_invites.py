@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.pds, pytest.mark.browser]
 def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
     many = {"requests": 100000, "window_seconds": 60}
     return {**oauth_tls_config, "oauth": {"after_login_url": "/"},
-            "rate_limits": {"api": many, "session": many, "auth": many}}
+            "rate_limits": {"api": many, "session": many, "auth": many, "invites": many}}
 
 
 async def make_invite(page: Any, pages: Pages, *, uses: str, days: str, note: str, shot: str | None) -> str:

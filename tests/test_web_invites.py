@@ -21,7 +21,8 @@ from tests.helpers import login_as
 @pytest.fixture
 def config_overrides() -> dict:
     # every test opens several invite pages from one address (the per-address budget)
-    return {"rate_limits": {"auth": {"requests": 1000, "window_seconds": 60}}}
+    return {"rate_limits": {"auth": {"requests": 1000, "window_seconds": 60},
+                            "invites": {"requests": 1000, "window_seconds": 60}}}
 
 
 def form(session, fields: dict[str, str]) -> dict:

@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import heapq
 import ipaddress
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from daemon.http.base import ApiError
+from daemon.http.base import ApiError, strict_json_loads
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -160,10 +159,12 @@ class Proofs:
             raise _refuse("proof_bad_signature", "The proof is not a service-auth token (too long).")
         try:
             payload_raw, signing_input, header, signature = parse_jwt(token)
-            claims = json.loads(payload_raw)
+            claims = strict_json_loads(payload_raw)  # no claim named twice
         except (TokenDecodeError, ValueError, UnicodeDecodeError):
             raise _refuse("proof_bad_signature", "The proof is not a JWT.") from None
-        if not isinstance(claims, dict) or header.get("alg") not in _ALGS:
+        alg = header.get("alg")
+        # `alg` comes from the sender: a list or an object is as unusable as an unknown name
+        if not isinstance(claims, dict) or not isinstance(alg, str) or alg not in _ALGS:
             raise _refuse("proof_bad_signature", "The proof must be a JWT signed with ES256K or ES256.")
         if claims.get("iss") != user_did:
             raise _refuse("proof_wrong_user", f"The proof was issued by {str(claims.get('iss'))[:200]!r}, "
@@ -186,7 +187,7 @@ class Proofs:
         jti = claims.get("jti")
         if not isinstance(jti, str) or not 8 <= len(jti) <= 256:
             raise _refuse("proof_bad_signature", "The proof has no usable jti.")
-        if not await self._signed_by(user_did, header["alg"], signing_input, signature):
+        if not await self._signed_by(user_did, alg, signing_input, signature):
             raise _refuse("proof_bad_signature", f"The proof's signature does not verify with {user_did}'s "
                                                  "current atproto signing key.")
         if not self.replays.first_use(f"{user_did} {jti}", float(exp), now):

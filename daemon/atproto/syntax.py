@@ -77,7 +77,7 @@ def is_did(s: Any) -> bool:
 # percent-encoded, for development); an IP address is no host name, so did:web:10.0.0.1 is
 # refused before anything is sent to it.
 _PLC_RE = re.compile(r"did:plc:[a-z2-7]{24}")
-_WEB_HOST_RE = re.compile(r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
+_WEB_HOST_RE = re.compile(r"(?=.{1,253}\Z)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*")
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 _WEB_ID_RE = re.compile(r"(?P<host>.*?)(%3[aA](?P<port>.*))?")
 
@@ -200,11 +200,37 @@ def require_handle(value: Any, field: str = "handle") -> str:
     return handle
 
 
+def canonical_nsid(s: str) -> str:
+    """An NSID in its one canonical form: the authority (a domain name, so its case means
+    nothing) lower-cased, the name segment exactly as given (it is case-sensitive)."""
+    authority, _, name = s.rpartition(".")
+    return f"{authority.lower()}.{name}"
+
+
+def nsid_problem(s: Any) -> str | None:
+    """Why `s` is not a collection NSID this service takes (None: it is one): not an NSID,
+    or one whose authority is not lower-case. Every place that names a collection (records
+    routes, permission rules, role grants, allowlists) refuses the second, so one collection
+    never has two spellings that its rules would tell apart (docs/records.md)."""
+    if not isinstance(s, str) or not s:
+        return "must be an NSID such as com.example.thing"
+    if not is_nsid(s):
+        return f"{s!r} is not a valid NSID (expected e.g. com.example.thing)"
+    if canonical_nsid(s) != s:
+        return (f"{s!r} is not in canonical form: an NSID's authority is a domain name and is "
+                f"written in lower case ({canonical_nsid(s)})")
+    return None
+
+
+def is_canonical_nsid(s: Any) -> bool:
+    return nsid_problem(s) is None
+
+
 def require_nsid(value: Any, field: str = "collection") -> str:
-    if not isinstance(value, str) or not value:
-        raise invalid(field, "must be an NSID such as com.example.thing")
-    if not is_nsid(value):
-        raise invalid(field, f"{value!r} is not a valid NSID (expected e.g. com.example.thing)")
+    """`value` if it is a canonical NSID (:func:`nsid_problem`), else 400 naming `field`."""
+    problem = nsid_problem(value)
+    if problem is not None:
+        raise invalid(field, problem)
     return value
 
 
@@ -267,7 +293,7 @@ def tid_timestamp(tid: str) -> float:
 
 
 __all__ = [
-    "is_did", "is_handle", "is_nsid", "is_rkey", "is_at_uri", "is_tid", "is_datetime", "is_cid",
+    "is_did", "is_handle", "is_nsid", "is_canonical_nsid", "nsid_problem", "canonical_nsid", "is_rkey", "is_at_uri", "is_tid", "is_datetime", "is_cid",
     "is_uri", "is_language", "is_at_identifier", "normalize_handle", "require_did",
     "did_problem", "is_atproto_did", "require_atproto_did",
     "require_handle", "require_nsid", "require_rkey", "require_at_uri", "new_tid",

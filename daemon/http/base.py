@@ -40,7 +40,7 @@ log = logging.getLogger("commonroom.http")
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 
-_REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 # One decoder and one encoder for every request: json.loads/json.dumps with non-default
@@ -163,7 +163,38 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice. JSON (RFC 8259) leaves the meaning open: Python keeps
+    the last, other parsers (a proxy in front, say) the first, so two readers of one body
+    could see two different actors. Every body parser refuses it instead."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key[:100]!r} appears more than once in one object")
+        self.key = key
+
+
+def _object_without_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return obj
+
+
+_JSON_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                                 object_pairs_hook=_object_without_duplicates)
+
+
+def strict_json_loads(text: str | bytes) -> Any:
+    """JSON text decoded by the rules of request bodies: no NaN/Infinity, no number too large
+    for a float, no key twice in one object (each a ValueError; `DuplicateKeyError` for the
+    last). For JSON a client sends inside something else (a token's claims, say)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _JSON_DECODER.decode(text)
 
 # A Content-Length as HTTP defines it: ASCII digits only (str.isdigit also takes "²").
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
@@ -187,8 +218,8 @@ def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = 
     """A request body as a JSON object, by the rules every route shares (docs/api.md,
     "Bodies"): an empty body is `{}` when not `required` (400 otherwise); any other body must
     be sent as ``application/json`` (a ``charset`` parameter may only say UTF-8), else 415;
-    it must be UTF-8 JSON text holding an object, with no NaN/Infinity and no lone surrogate
-    (``"\\ud800"``), else 400 ``invalid_json``."""
+    it must be UTF-8 JSON text holding an object, with no NaN/Infinity, no lone surrogate
+    (``"\\ud800"``) and no key twice in one object (at any depth), else 400 ``invalid_json``."""
     if not raw:
         if required:
             raise ApiError(400, "invalid_json", "A JSON object is required as the request body.")
@@ -202,6 +233,9 @@ def parse_json_object(raw: bytes, content_type: str | None, *, required: bool = 
         return {}
     try:
         value = _JSON_DECODER.decode(raw.decode("utf-8"))
+    except DuplicateKeyError as exc:
+        raise ApiError(400, "invalid_json", f"The body is ambiguous: {exc}.",
+                       details=[{"field": exc.key[:100], "message": "appears more than once"}]) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_json", f"The body is not valid JSON: {exc}") from None
     except RecursionError:
@@ -335,7 +369,8 @@ class RequestLogic:
     route class) both build on it, so the two behave alike. Subclasses set:
 
     * ``auth``: None (public), ``"app"`` (API key), ``"session"`` (browser) or ``"any"``;
-    * ``rate_limit``: ``"auth"`` for login-like endpoints (per client address);
+    * ``rate_limit``: ``"auth"`` for login-like endpoints, ``"invites"`` for the invite
+      pages and preview (each per client address, with its own budget);
     * ``max_body``: None for the configured limit, or a byte count (uploads);
     * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
       (every other route declares its methods with `daemon.http.openapi.operation`).
@@ -364,7 +399,7 @@ class RequestLogic:
         self.close_connection = False                 # say Connection: close, then close
         self._extra_headers: dict[str, str] = {}
         incoming = self.request.headers.get("X-Request-Id", "")
-        self.request_id = incoming if _REQUEST_ID_RE.match(incoming) else self.application.new_request_id()
+        self.request_id = incoming if _REQUEST_ID_RE.fullmatch(incoming) else self.application.new_request_id()
         request_id_var.set(self.request_id)
         self.put_header("X-Request-Id", self.request_id)
 
@@ -413,7 +448,12 @@ class RequestLogic:
         return length is None or length <= DRAIN_LIMIT
 
     async def admit(self) -> None:
-        """Everything before the route's method: body size, credentials, CSRF, rate limit."""
+        """Everything before the route's method: query, body size, credentials, CSRF, rate limit."""
+        query = self.request.query
+        if query and ("%" in query or not query.isprintable()) and _QUERY_CONTROL.search(query):
+            # Tornado would silently turn them into spaces: a value that is not what was sent.
+            raise ApiError(400, "invalid_query", "The query string holds a control character "
+                                                 "(%00-%1F or %7F), which no parameter takes.")
         try:
             length = content_length(self.request.headers.get("Content-Length"))
         except ValueError:
@@ -493,9 +533,11 @@ class RequestLogic:
         limits = self.app.config.rate_limits
         decision = None
         scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
-        if self.rate_limit == "auth":
-            decision = self.app.ratelimiter.hit(f"auth:{self.client_ip()}", limits.auth.requests,
-                                                limits.auth.window_seconds)
+        if self.rate_limit in ("auth", "invites"):
+            # per client address: sign-in and invites each with their own budget
+            bucket = limits.auth if self.rate_limit == "auth" else limits.invites
+            decision = self.app.ratelimiter.hit(f"{self.rate_limit}:{self.client_ip()}", bucket.requests,
+                                                bucket.window_seconds)
         elif self.principal is not None and self.principal.kind == "app":
             requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
             decision = self.app.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
@@ -540,6 +582,8 @@ class RequestLogic:
 
 
 _LIMIT_RE = re.compile(r"[0-9]{1,4}")
+# A control character in a query, percent-encoded or raw (C0 and DEL).
+_QUERY_CONTROL = re.compile(r"%(?:[01][0-9A-Fa-f]|7[Ff])|[\x00-\x1f\x7f]")
 
 
 def error_for(exc: BaseException | None, status_code: int, request_id: str) -> ApiError:

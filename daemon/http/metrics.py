@@ -92,6 +92,11 @@ class Metrics:
                                      "Duration of one outbound attempt.", ["call"], buckets=_PDS_BUCKETS,
                                      registry=r)
         self.db_bytes = Gauge("commonroom_database_bytes", "Size of the SQLite files.", ["file"], registry=r)
+        self.connections_refused = Counter(
+            "commonroom_connections_refused", "Connections refused over a per-address cap (429).", registry=r)
+        self.accept_failures = Counter(
+            "commonroom_accept_failures", "Failed accepts of new connections (no files left ...).", registry=r)
+        self._seen = {"refused": 0, "accept_failures": 0}
         self._routes: dict[type, str] = {}
         self._children: dict[tuple[type, str, int, str], tuple[Any, Any, list[int]]] = {}
         self._refreshers: list[Refresh] = []
@@ -144,6 +149,13 @@ class Metrics:
                 self.db_bytes.labels(name).set(os.path.getsize(f"{path}{suffix}"))
             except OSError:
                 self.db_bytes.labels(name).set(0)
+        # Counted by the server (daemon/http/server.py, `app.connections`); added here.
+        limits = self.app.connections
+        for name, counter, now in (("refused", self.connections_refused, limits.refused),
+                                   ("accept_failures", self.accept_failures, limits.accept_failures)):
+            if now > self._seen[name]:
+                counter.inc(now - self._seen[name])
+                self._seen[name] = now
         for refresh in self._refreshers:
             await refresh()
         return generate_latest(self.registry)

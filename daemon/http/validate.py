@@ -7,7 +7,21 @@ from typing import Any
 
 from daemon.http.base import ApiError
 
-_HOST_LABEL = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)$")
+_HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+#: Invisible characters that make a name look like another one: the bidirectional
+#: embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069: "admin" written
+#: backwards shows as "admin") and the zero-width spaces (U+200B, the word joiner U+2060,
+#: U+FEFF). Not the zero-width joiner U+200D (emoji sequences and several scripts need it),
+#: nor the non-joiner U+200C (Persian and Indic spelling), nor the LRM/RLM marks.
+SPOOFING_CHARS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u2060\ufeff")
+_STRIP_SPOOFING = {ord(c): None for c in SPOOFING_CHARS}
+
+
+def strip_spoofing(text: str) -> str:
+    """`text` without `SPOOFING_CHARS`: for names from the network (profiles), shown as
+    they are otherwise."""
+    return text.translate(_STRIP_SPOOFING)
 
 
 def invalid(field: str, message: str) -> ApiError:
@@ -16,7 +30,10 @@ def invalid(field: str, message: str) -> ApiError:
 
 
 def string(body: dict[str, Any], field: str, *, required: bool = True, min_len: int = 0,
-           max_len: int | None = None, default: str | None = None, strip: bool = True) -> str | None:
+           max_len: int | None = None, default: str | None = None, strip: bool = True,
+           name: bool = False) -> str | None:
+    """A string field. `name`: a name people read (a community's, an app's ...), which must
+    not hold `SPOOFING_CHARS` (400 naming the character)."""
     if field not in body or body[field] is None:
         if required:
             raise invalid(field, "is required")
@@ -30,6 +47,10 @@ def string(body: dict[str, Any], field: str, *, required: bool = True, min_len: 
         raise invalid(field, "must not be empty" if min_len == 1 else f"must be at least {min_len} characters")
     if max_len is not None and len(value) > max_len:
         raise invalid(field, f"must be at most {max_len} characters")
+    if name and not SPOOFING_CHARS.isdisjoint(value):
+        found = next(c for c in value if c in SPOOFING_CHARS)
+        raise invalid(field, f"must not hold invisible direction or zero-width characters "
+                             f"(U+{ord(found):04X}): they make one name look like another")
     return value
 
 
@@ -82,7 +103,7 @@ def hostname(value: str, field: str = "domain") -> str:
     """A DNS host name (no scheme, port or path), lower-cased."""
     host = value.strip().lower().rstrip(".")
     labels = host.split(".")
-    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.match(l) for l in labels) \
+    if not host or len(host) > 253 or len(labels) < 2 or not all(_HOST_LABEL.fullmatch(l) for l in labels) \
             or labels[-1].isdigit():
         raise invalid(field, "must be a host name such as app.example.com (no scheme, port or path)")
     return host

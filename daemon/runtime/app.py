@@ -26,12 +26,14 @@ from daemon.http.metrics import Metrics, MetricsHandler
 from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter
 from daemon.http.routing import RouteTable
+from daemon.http.server import ConnectionLimits
 from daemon.security.secretbox import SecretBox, parse_key
 from store.db import Database
 from store.migrate import CORE_MIGRATIONS, migrate
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.atproto.lexicons import Lexicons
+    from daemon.runtime.backup import SigningKey
     from daemon.runtime.services import AppsService, CommunitiesService, OAuthService, WebhooksService, WebService
 
 log = logging.getLogger("commonroom")
@@ -95,6 +97,24 @@ def state_files(config: Config, pm: pluggy.PluginManager) -> list[str]:
     return [name for names in pm.hook.cr_state_files(config=config) for name in (names or [])]
 
 
+def backup_keys(config: Config) -> list[SigningKey]:
+    """The keys that sign and check backups, the signing one first: `storage.backup_key`,
+    then `secret_key` and `previous_secret_keys` when configured (a key generated into the
+    state directory travels inside the backup, so it proves nothing and is never used)."""
+    from daemon.runtime.backup import SigningKey
+
+    keys = []
+    if config.storage.backup_key:
+        keys.append(SigningKey("backup_key", parse_key(config.storage.backup_key)))
+    if config.secret_key:
+        try:
+            keys.append(SigningKey("secret_key", parse_key(config.secret_key)))
+        except ValueError as exc:
+            raise ConfigError(str(exc), "secret_key") from None
+        keys += [SigningKey("secret_key", parse_key(k)) for k in config.previous_secret_keys]
+    return keys
+
+
 async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginManager) -> list[Any]:
     """Apply pending migrations; an existing database is backed up completely first
     (`storage.pre_migration_backups`), so an upgrade can always be undone."""
@@ -107,9 +127,11 @@ async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginMan
     if plan and existing and keep:
         parent = config.state_dir / "backups"
         dest = parent / f"pre-migrate-{backup.stamp()}"
+        keys = backup_keys(config)
         await asyncio.to_thread(backup.backup, config.database_path, config.state_dir, dest,
                                 declared_files=state_files(config, pm),
-                                secret_key_configured=bool(config.secret_key))
+                                secret_key_configured=bool(config.secret_key),
+                                signing_key=keys[0] if keys else None)
         await asyncio.to_thread(backup.prune, parent, keep, "pre-migrate-")
         log.warning("backed up %s to %s before applying %d migration(s)", config.database_path, dest, len(plan))
     return await migrate(db, components)
@@ -155,6 +177,11 @@ class Application(tornado.web.Application):
         self.db = db
         self.clock = clock or Clock()
         self.ratelimiter = RateLimiter(self.clock, config.rate_limits.max_tracked_keys)
+        #: Open connections per client address: HTTP ones counted by the daemon's server,
+        #: WebSocket subscribers by the routes that upgrade (daemon/http/server.py).
+        self.connections = ConnectionLimits(config.server.max_connections_per_address,
+                                            config.server.max_websockets_per_address,
+                                            config.server.trusted_proxies)
         self.secrets = load_secret_key(config)
         self._tasks: set[asyncio.Task[Any]] = set()
         #: Whether periodic work (`spawn_periodic`) runs again after its start-up pass. The

@@ -20,6 +20,14 @@ from typing import Any, Literal, Mapping
 import yaml
 
 
+def _check_key(value: str, path: str) -> None:
+    from daemon.security.secretbox import parse_key
+    try:
+        parse_key(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), path) from None
+
+
 class ConfigError(Exception):
     """A configuration problem, with the key path it concerns."""
 
@@ -43,6 +51,18 @@ class ServerConfig:
     shutdown_timeout_seconds: float = 15.0
     tls_cert: str | None = None
     tls_key: str | None = None
+    max_connections_per_address: int = 256
+    max_websockets_per_address: int = 32
+    idle_connection_timeout_seconds: float = 65.0
+    body_timeout_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_connections_per_address", "max_websockets_per_address"):
+            if getattr(self, name) < 0:
+                raise ConfigError("must be 0 (no cap) or more", f"server.{name}")
+        for name in ("idle_connection_timeout_seconds", "body_timeout_seconds"):
+            if not 1 <= getattr(self, name) <= 3600:
+                raise ConfigError("must be from 1 to 3600 seconds", f"server.{name}")
 
 
 @dataclass(frozen=True)
@@ -52,10 +72,13 @@ class StorageConfig:
     read_connections: int = 2
     busy_timeout_ms: int = 5000
     pre_migration_backups: int = 3
+    backup_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.pre_migration_backups < 0:
             raise ConfigError("must be 0 (off) or more", "storage.pre_migration_backups")
+        if self.backup_key is not None:
+            _check_key(self.backup_key, "storage.backup_key")
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,7 @@ class RateLimit:
 class RateLimitsConfig:
     api: RateLimit = RateLimit(100, 60.0)
     auth: RateLimit = RateLimit(20, 900.0)
+    invites: RateLimit = RateLimit(60, 900.0)
     session: RateLimit = RateLimit(300, 60.0)
     failed_auth: RateLimit = RateLimit(50, 900.0)
     max_tracked_keys: int = 100_000
@@ -233,6 +257,11 @@ class Config:
     # Not keys of the file: where it was read from, and the plugins' own sections.
     base_dir: str = field(default=".", metadata={"internal": True})
     plugin_sections: Mapping[str, Any] = field(default_factory=dict, metadata={"internal": True})
+
+    def __post_init__(self) -> None:
+        # A key that cannot be read stops the start with its name, not a traceback later.
+        for i, key in enumerate(self.previous_secret_keys):
+            _check_key(key, f"previous_secret_keys[{i}]")
 
     # ---------------------------------------------------------------- helpers
 

@@ -106,28 +106,44 @@ async def serve(config: Any, pm: Any) -> int:
         return await _serve(config, pm)
 
 
-async def _serve(config: Any, pm: Any) -> int:
-    from tornado.httpserver import HTTPServer
+def build_server(app: Any, ssl_ctx: ssl.SSLContext | None = None) -> Any:
+    """The daemon's HTTP server for `app` (daemon/http/server.py: per-address connection
+    cap, accept back-off), with the configured size and time limits."""
+    from daemon.http.server import Server
 
+    srv = app.config.server
+    return Server(app, limits=app.connections, ssl_options=ssl_ctx, xheaders=False,
+                  max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
+                  # the wait for a request's head, and the time the head may take once
+                  # started: it also ends idle keep-alive connections (docs/configuration.md)
+                  idle_connection_timeout=srv.idle_connection_timeout_seconds,
+                  # a client that declares a body and never sends it (or drips it) is
+                  # dropped instead of holding a connection and an in-flight slot
+                  body_timeout=srv.body_timeout_seconds)
+
+
+async def _serve(config: Any, pm: Any) -> int:
+    from tornado.netutil import bind_sockets
+
+    from daemon.http.server import raise_open_files_limit
     from daemon.runtime.app import create_app
     from daemon.runtime.systemd import notify
 
+    old_limit, new_limit = raise_open_files_limit()
+    if new_limit != old_limit:
+        log.info("raised the open files limit from %d to %d", old_limit, new_limit)
     app = await create_app(config, pm)
     srv = config.server
     ssl_ctx = None
     if srv.tls_cert and srv.tls_key:
         ssl_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ssl_ctx.load_cert_chain(srv.tls_cert, srv.tls_key)
-    server = HTTPServer(app, ssl_options=ssl_ctx, xheaders=False,
-                        max_body_size=max(srv.max_body_bytes, srv.max_upload_bytes) + 65536,
-                        idle_connection_timeout=60,
-                        # a client that declares a body and never sends it (or drips it) is
-                        # dropped instead of holding a connection and an in-flight slot
-                        body_timeout=30)
-    sockets = server.listen(srv.port, srv.host) or None
+    server = build_server(app, ssl_ctx)
+    sockets = bind_sockets(srv.port, srv.host)
+    server.add_sockets(sockets)
     port = srv.port
     if port == 0:
-        port = next(iter(server._sockets.values())).getsockname()[1]
+        port = sockets[0].getsockname()[1]
     scheme = "https" if ssl_ctx else "http"
     log.info("commonroom %s listening on %s://%s:%d (base_url %s)", __version__, scheme, srv.host,
              port, srv.base_url)
@@ -174,16 +190,21 @@ async def run_backup(config: Any, pm: Any, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from daemon.runtime import backup
-    from daemon.runtime.app import state_files
+    from daemon.runtime.app import backup_keys, state_files
 
     if (args.destination is None) == (args.into is None):
         print("commonroom backup: give either DESTINATION or --into DIR", file=sys.stderr)
         return 2
     dest = Path(args.destination) if args.destination else Path(args.into) / f"commonroom-{backup.stamp()}"
+    keys = backup_keys(config)
     result = await asyncio.to_thread(
         backup.backup, config.database_path, config.state_dir, dest,
         declared_files=state_files(config, pm), secret_key_configured=bool(config.secret_key),
-        progress=_progress)
+        signing_key=keys[0] if keys else None, progress=_progress)
+    if not keys:
+        _progress("warning: this backup is not signed (neither storage.backup_key nor secret_key is "
+                  "configured): its checksums show damage, not tampering, and restoring it needs "
+                  "--unsigned (docs/operations.md, \"Backups\")")
     if config.secret_key:
         _progress("note: secret_key is set in the configuration, not generated: back it up separately "
                   "(without it the stored credentials cannot be decrypted)")
@@ -198,12 +219,13 @@ async def run_restore(config: Any, pm: Any, args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from daemon.runtime import backup
-    from daemon.runtime.app import migration_components
+    from daemon.runtime.app import backup_keys, migration_components, state_files
     from store.migrate import newest_versions
 
     await asyncio.to_thread(
         backup.restore, Path(args.source), config.state_dir, config.storage.database,
         newest_versions(migration_components(pm)), secret_key_configured=bool(config.secret_key),
+        declared_files=state_files(config, pm), keys=backup_keys(config), unsigned=args.unsigned,
         progress=_progress)
     return 0
 
@@ -269,9 +291,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --into: keep only the newest N backups there")
     restore = sub.add_parser(
         "restore", help="restore a backup into a fresh state directory (daemon stopped)",
-        description="Check a backup (manifest, checksums, integrity, schema versions) and restore "
+        description="Check a backup (signature, manifest, checksums, integrity, schema versions) and restore "
                     "it into the configured state directory, which must hold no database yet.")
     restore.add_argument("source", help="a directory written by `commonroom backup`")
+    restore.add_argument("--unsigned", action="store_true",
+                         help="restore without checking the backup's signature (a backup written "
+                              "without storage.backup_key or secret_key; check its origin yourself)")
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():

@@ -11,12 +11,17 @@ Visibility rules:
   their member-level gating is up to the route.
 
 A community whose creation has not finished is invisible (treated as unknown).
+
+The roster (who the members are) has its own rule, `app_sees_roster`, which every way a
+member's DID leaves the service without a user to answer for asks: webhook and event
+fan-out (`event_data_for`), the records' ``authorDid``, and ``membership/check`` for a
+user the request does not prove it acts for (docs/communities.md, "Visibility").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 
 from daemon.http.base import ApiError
 from store import communities as communities_store
@@ -28,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Actor", "MemberStatus", "NOBODY", "status_from_row", "member_status", "app_can_see",
            "require_community", "checked_status", "NOT_FOUND", "APP_NOT_TRUSTED", "app_manages",
-           "require_manager"]
+           "require_manager", "app_sees_roster", "event_data_for", "ROSTER_HIDDEN"]
 
 
 @dataclass(frozen=True)
@@ -115,13 +120,24 @@ def NOT_FOUND(did: str) -> ApiError:  # noqa: N802 (reads like a constant at cal
     return ApiError(404, "community_not_found", f"No community {did} here.")
 
 
-async def checked_status(app: "Application", community_did: str, user_did: str,
-                         principal: Any) -> MemberStatus:
-    """`require_community` and `member_status` in one indexed query (membership/check)."""
-    row = await members_store.status_for_app(app.db, community_did, user_did,
-                                             getattr(principal, "app_id", None))
-    if row is None or not _visible(row, getattr(principal, "app_id", None), bool(row["app_allowed"])):
+async def checked_status(app: "Application", community_did: str, user_did: str, principal: Any,
+                         proves_user: Callable[[], Awaitable[bool]] | None = None) -> MemberStatus:
+    """`require_community` and `member_status` in one indexed query (membership/check).
+
+    Where the community hides its roster (``rosterVisibility`` ``members`` or ``admins``)
+    from the principal's app (`app_sees_roster`: it neither created the community nor was
+    granted management), the answer would tell the app who the members are, so it is given
+    only when the request proves it acts for `user_did` himself: `proves_user` (the
+    handler's check of the user's service-auth token, docs/identity.md) returns True.
+    Otherwise 403 ``roster_hidden``."""
+    app_id = getattr(principal, "app_id", None)
+    row = await members_store.status_for_app(app.db, community_did, user_did, app_id)
+    if row is None or not _visible(row, app_id, bool(row["app_allowed"])):
         raise NOT_FOUND(community_did)
+    if row["roster_visibility"] != "public" and app_id is not None and row["creator_app_id"] != app_id \
+            and not row["app_manages"]:
+        if proves_user is None or not await proves_user():
+            raise ROSTER_HIDDEN(community_did)
     return status_from_row(row)
 
 
@@ -164,3 +180,56 @@ async def require_manager(db: Reader, row: Row, app_id: str | None) -> None:
     """403 `app_not_trusted` unless `app_id` may act for the community's admins."""
     if not await app_manages(db, row, app_id):
         raise APP_NOT_TRUSTED(row["did"], app_id or "-")
+
+
+# ------------------------------------------------------------------ the roster (who the members are)
+
+
+async def app_sees_roster(db: Reader, community_did: str, app_id: str | None) -> bool:
+    """Whether `app_id` may learn who the community's members are without a user it proves
+    it acts for: the one rule for member events (webhooks, the events stream), records'
+    ``authorDid`` and ``membership/check`` (docs/communities.md, "Visibility"), by
+    ``rosterVisibility``:
+
+    * ``public``: every app that may see the community (`app_can_see`);
+    * ``members``, ``admins``: only the apps the community trusts to act for its admins, its
+      creator app and apps an admin granted management (`app_manages`), since they already
+      see every member list an admin sees.
+
+    False for an unknown or invisible community. ``app_id`` None (the service's own browser
+    routes) is True: those routes check their signed-in viewer themselves."""
+    row = await communities_store.get_community(db, community_did)
+    if row is None:
+        return False
+    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
+               and await communities_store.app_allowed(db, community_did, app_id))
+    if not _visible(row, app_id, allowed):
+        return False
+    if row["roster_visibility"] == "public":
+        return True
+    return await app_manages(db, row, app_id)
+
+
+#: Keys of an event's data that name a person (the member, the writer, the moderator).
+PERSON_KEYS = frozenset({"memberDid", "userDid", "authorDid", "actorDid", "approvedBy", "rejectedBy",
+                         "removedBy", "bannedBy", "unbannedBy", "updatedBy"})
+
+
+def event_data_for(event_type: str, data: dict[str, Any], *, sees_roster: bool) -> dict[str, Any] | None:
+    """An event's data as an app receives it, given `app_sees_roster` for the app and the
+    event's community: all of it if the app sees the roster; otherwise None (not sent at
+    all) for ``member.*`` events, which exist to say who joined or left, and for any other
+    event the data without the keys that name a person (`PERSON_KEYS`: a record event
+    keeps its collection, rkey, uri and cid and loses ``userDid``)."""
+    if sees_roster:
+        return dict(data)
+    if event_type.startswith("member."):
+        return None
+    return {k: v for k, v in data.items() if k not in PERSON_KEYS}
+
+
+def ROSTER_HIDDEN(did: str) -> ApiError:  # noqa: N802 (reads like a constant at call sites)
+    return ApiError(403, "roster_hidden",
+                    f"The members of {did} are hidden from this app (rosterVisibility): it may ask about a "
+                    "user only with that user's service-auth token (docs/identity.md), unless the community "
+                    "trusts it to act for its admins.")

@@ -20,12 +20,19 @@ a refused connection raises `RequestRefused`, an `httpx.ConnectError`, so code t
 handles "could not connect" keeps working and code that cares can tell the two apart.
 Environment proxies (`HTTPS_PROXY` ...) are not used: a proxy would resolve the name
 itself, out of the guard's sight.
+
+What a refusal says never tells what a host *name* resolves to (the guard would otherwise
+be an oracle on the daemon's own DNS): a name that resolves to a refused address, or to
+nothing at all, is refused with the same words, "<host> does not resolve to a public
+address"; only a literal IP address is named with its kind ("10.0.0.1 is a private
+address"). The detail goes to the log (``commonroom.netguard``, info), for the operator.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import re
 import socket
 from dataclasses import dataclass
@@ -36,17 +43,25 @@ import httpcore
 import httpx
 from httpcore._backends.auto import AutoBackend
 
+log = logging.getLogger("commonroom.netguard")
+
 RESOLVE_TIMEOUT = 5.0
+#: What a refusal of a host name says, whatever the name resolved to (module doc).
+NOT_PUBLIC = "does not resolve to a public address"
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _LABEL = r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?"
-_HOST_NAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*$")
+_HOST_NAME = re.compile(rf"(?=.{{1,253}}\Z){_LABEL}(\.{_LABEL})*")
 
 
 class TargetRefused(Exception):
     """The URL or the address it resolves to may not be called."""
+
+
+class Unresolvable(TargetRefused):
+    """A host name with no address (the name does not exist, or has no A/AAAA record)."""
 
 
 class AddressRefused(httpcore.ConnectError):
@@ -88,7 +103,7 @@ def allowlist_problem(entry: Any) -> str | None:
     except ValueError:
         if "/" in text or ":" in text or text.replace(".", "").isdigit():
             return f"{entry!r} is not a CIDR range, an IP address or a bare host name (no port)"
-    if not _HOST_NAME.match(text.lower().rstrip(".")):
+    if not _HOST_NAME.fullmatch(text.lower().rstrip(".")):
         return f"{entry!r} is not a host name (give a bare name: no scheme, port or path)"
     return None
 
@@ -169,6 +184,16 @@ class Guard:
     def host_allowed(self, host: str) -> bool:
         return host.lower().rstrip(".") in self.allowed_hosts
 
+    @staticmethod
+    def public_reason(host: str, reason: str) -> str:
+        """`reason` (which names the address) as a refusal may say it to whoever chose
+        `host`: unchanged for a literal IP address, the same words for every host name."""
+        try:
+            ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+            return reason
+        except ValueError:
+            return f"{host} {NOT_PUBLIC}"
+
     async def resolve(self, host: str, port: int) -> list[str]:
         try:
             ipaddress.ip_address(host)
@@ -180,9 +205,13 @@ class Guard:
         except asyncio.TimeoutError:
             raise TargetRefused(f"resolving the host {host} timed out") from None
         except (OSError, UnicodeError) as exc:
-            raise TargetRefused(f"the host {host} does not resolve ({exc})") from None
+            if isinstance(exc, socket.gaierror) and exc.errno == socket.EAI_AGAIN:
+                raise TargetRefused(f"resolving the host {host} failed for now") from None
+            log.info("refused %s: it does not resolve (%s)", host, exc)
+            raise Unresolvable(f"the host {host} {NOT_PUBLIC}") from None
         if not addresses:
-            raise TargetRefused(f"the host {host} does not resolve")
+            log.info("refused %s: it resolves to no address", host)
+            raise Unresolvable(f"the host {host} {NOT_PUBLIC}")
         return addresses
 
     async def check(self, url: str) -> Target:
@@ -194,17 +223,29 @@ class Guard:
         for address in await self.resolve(target.host, target.port):
             reason = self.refusal(address)
             if reason:
-                raise TargetRefused(f"the host {target.host} resolves to a refused address: {reason}")
+                log.info("refused %s: %s", target.host, reason)
+                public = self.public_reason(target.host, reason)
+                raise TargetRefused(f"the host {target.host} resolves to a refused address: {reason}"
+                                    if public == reason else f"the host {public}")
         return target
 
     async def connectable(self, host: str, port: int) -> list[str]:
         """The allowed addresses for a connection (at connect time)."""
-        addresses = await self.resolve(host, port)
+        try:
+            addresses = await self.resolve(host, port)
+        except Unresolvable:
+            if self.host_allowed(host):
+                raise
+            # The same refusal as a name that resolves to a refused address (module doc).
+            reason = f"{host} {NOT_PUBLIC}"
+            raise AddressRefused(f"refused to connect to {reason}", host, reason) from None
         if self.host_allowed(host):
             return addresses
         allowed = [a for a in addresses if self.refusal(a) is None]
         if not allowed:
-            reason = self.refusal(addresses[0]) or "refused"
+            detail = self.refusal(addresses[0]) or "refused"
+            log.info("refused to connect to %s: %s", host, detail)
+            reason = self.public_reason(host, detail)
             raise AddressRefused(f"refused to connect to {host}: {reason}", host, reason)
         return allowed
 

@@ -16,13 +16,15 @@ record's formatted message and traceback with `redact`. What it hides (docs/oper
   ``Basic`` credentials (any case) wherever they appear;
 * invite codes in paths (``/invites/<code>``: the access log of the preview, a revocation
   by code; ``/invite/<code>``: the invite's page, also URL-encoded as a sign-in's return
-  address); an invite's short list id (``inv_<n>``) is not a secret and stays.
+  address; in any case, and percent-encoded too, judged after decoding: ``/invite/%74...``);
+  an invite's short list id (``inv_<n>``) is not a secret and stays.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote
 
 REDACTED = "[redacted]"
 
@@ -54,6 +56,24 @@ _AUTH_SCHEME = re.compile(r"\b(Bearer|DPoP|Basic)(\s+)[A-Za-z0-9._~+/=-]{8,}", r
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # An invite code in a path (codes are 24 URL-safe characters; list ids are inv_<digits>).
 _INVITE_PATH = re.compile(r"((?:/|%2F)invites?(?:/|%2F))(?!inv_\d+\b)[A-Za-z0-9_-]{16,}", re.IGNORECASE)
+# The same with the code percent-encoded (``/invite/%74%6F...``: the router decodes the
+# segment, so it is the same working code): judged after decoding (`_encoded_invite`).
+_ENCODED_INVITE_PATH = re.compile(r"((?:/|%2F)invites?(?:/|%2F))((?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2})*%[0-9A-Fa-f]{2}"
+                                  r"(?:[A-Za-z0-9_-]|%[0-9A-Fa-f]{2})*)", re.IGNORECASE)
+_CODE_START = re.compile(r"[A-Za-z0-9_-]{16,}")
+_LIST_ID = re.compile(r"inv_\d+")
+
+
+def _encoded_invite(m: re.Match[str]) -> str:
+    segment = m.group(2)
+    for _ in range(3):  # %2574 is %74 once decoded, t twice
+        decoded = unquote(segment)
+        if decoded == segment:
+            break
+        segment = decoded
+    if _CODE_START.match(segment) and not _LIST_ID.fullmatch(segment):
+        return f"{m.group(1)}{REDACTED}"
+    return m.group(0)
 
 
 def redact(text: str) -> str:
@@ -70,9 +90,12 @@ def redact(text: str) -> str:
         text = _API_KEY.sub(REDACTED, text)
     if "eyJ" in text:
         text = _JWT.sub(REDACTED, text)
-    if "invite" in text:
-        text = _INVITE_PATH.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
     lowered = text.lower()
+    if "invite" in lowered:
+        text = _INVITE_PATH.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+        if "%" in text:
+            text = _ENCODED_INVITE_PATH.sub(_encoded_invite, text)
+        lowered = text.lower()
     if "bearer" in lowered or "dpop" in lowered or "basic" in lowered:
         text = _AUTH_SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
     return text

@@ -18,7 +18,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     this daemon commits anything: a key rotated or an app deactivated through the API is
     refused on the very next request; through the operator CLI (another process), within
     a second. Refusals are not cached."""
-    if not KEY_RE.match(key):
+    if not KEY_RE.fullmatch(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
     cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (facade.py)

@@ -7,7 +7,7 @@ import re
 import secrets
 
 KEY_PREFIX = "cr_"
-KEY_RE = re.compile(r"^cr_[0-9a-f]{64}$")
+KEY_RE = re.compile(r"cr_[0-9a-f]{64}")  # always fullmatch
 
 
 def new_key() -> str:

@@ -48,7 +48,7 @@ def app_fields(body: dict[str, Any], required: bool) -> dict[str, Any]:
     """`name` (3-100 characters) and `domain` (a hostname) from a request body or form;
     a 400 naming the field otherwise."""
     out: dict[str, Any] = {}
-    name = validate.string(body, "name", required=required, min_len=3, max_len=100)
+    name = validate.string(body, "name", required=required, min_len=3, max_len=100, name=True)
     if name is not None:
         out["name"] = name
     domain = validate.string(body, "domain", required=required, min_len=1, max_len=253)

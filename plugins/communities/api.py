@@ -21,7 +21,7 @@ from daemon.atproto.proofs import UserMethod
 from daemon.atproto.syntax import is_cid, require_at_uri, require_did
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
-from plugins.communities.access import checked_status, require_community, require_manager
+from plugins.communities.access import ROSTER_HIDDEN, checked_status, require_community, require_manager
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
@@ -92,7 +92,17 @@ class CommunitiesHandler(ApiBase):
         rows = await communities_store.list_communities(
             self.app.db, query=query, user_did=user_did, app_id=self.principal.app_id,
             limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
-        out: dict[str, Any] = {"communities": [views.community_summary(r) for r in rows[:limit]]}
+        out: dict[str, Any] = {"communities": []}
+        for row in rows[:limit]:
+            summary = views.community_summary(row)
+            if user_did and not await common.sees_roster(self, row):
+                # The user's membership is hidden from this app (as on membership/check);
+                # a private community is listed only to its members, so it is left out.
+                if row["type"] == "private":
+                    continue
+                summary.pop("isMember", None)
+                summary.pop("isAdmin", None)
+            out["communities"].append(summary)
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
         self.send_json(out)
@@ -152,12 +162,18 @@ class LeaveHandler(ApiBase):
         self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
 
 
+LIST_MEMBERS = UserMethod("membership.listMembers", "userDid",
+                          "List the members as a member (needed only where the roster is members-only "
+                          "and hidden from the app)")
+
+
 class MembersHandler(CommunityRoute, LeanHandler):
     """A page of members. Apps render member lists on every community view, so it is a
     lean route (`daemon.http.lean`) and the page's JSON is built by SQLite
     (`common.members_json`)."""
 
     auth = "app"
+    user_methods = {"GET": LIST_MEMBERS}
 
     @operation("A community's members", paged=True, params=[
         S.did_query("userDid", "the viewer (a private community shows members to members only)"),
@@ -165,7 +181,8 @@ class MembersHandler(CommunityRoute, LeanHandler):
         query("public", {"type": "string", "enum": ["", "true", "false", "1", "0", "yes", "no"]},
               description="with adminDid: the public view"),
         query("search", description="part of a handle or name")],
-        responses={200: S.MEMBERS}, errors=(403,))
+        responses={200: S.MEMBERS},
+        errors={401: "a bad service-auth token (proof_*)", 403: "members_hidden, roster_hidden, app_not_trusted"})
     async def get(self, did: str) -> None:
         row = await self.community(did)
         admin = common.query_did(self, "adminDid")
@@ -173,6 +190,13 @@ class MembersHandler(CommunityRoute, LeanHandler):
         if admin:
             await require_manager(self.app.db, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
+        if viewer and not admin and row["roster_visibility"] == "members" and not await common.sees_roster(self, row):
+            # Any member's DID would do (the admins' are public), so an app the community
+            # does not trust must prove the member it names.
+            proven = bool(self.request.headers.get("Authorization")) and \
+                await self.app.proofs.acting_user(self, viewer, LIST_MEMBERS)
+            if not proven:
+                raise ROSTER_HIDDEN(row["did"])
         status = await common.require_member_view(self, row, viewer, as_admin=bool(admin))
         admin_view = bool(admin and status and status.is_admin and not public)
         self.send_json_bytes(await common.members_json(self, row, admin_view=admin_view))
@@ -257,26 +281,41 @@ class AdminsHandler(ApiBase):
         self.send_json(await op(self.app, row, member, actor))
 
 
+CHECK = UserMethod("membership.check", "userDid",
+                   "Ask whether oneself is a member (needed only where the roster is hidden from the app)")
+
+
 class CheckHandler(LeanHandler):
     """`{isMember, isAdmin, isPending}` from the index: one SQLite lookup, no PDS. Apps call
-    it on every page view, so it is a lean route (`daemon.http.lean`)."""
+    it on every page view, so it is a lean route (`daemon.http.lean`). Where the community
+    hides its roster from the app, only for a user whose service-auth token the request
+    carries (`checked_status`; 403 ``roster_hidden`` otherwise)."""
 
     auth = "app"
+    user_methods = {"GET": CHECK, "POST": CHECK}
     read_route = True   # a POST that changes nothing: sampled in the access log like a GET
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
-               body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS})
+               body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS},
+               errors={401: "a bad service-auth token (proof_*)", 403: "roster_hidden"})
     async def post(self, did: str) -> None:
         user = require_did(self.json_body().get("userDid"), "userDid")
         await self._answer(did, user)
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
-               params=[S.did_query("userDid", required=True)], responses={200: S.STATUS})
+               params=[S.did_query("userDid", required=True)], responses={200: S.STATUS},
+               errors={401: "a bad service-auth token (proof_*)", 403: "roster_hidden"})
     async def get(self, did: str) -> None:
         await self._answer(did, common.query_did(self, "userDid", required=True))
 
-    async def _answer(self, did: str, user: str | None) -> None:
-        status = await checked_status(self.app, common.path_did(did), user, self.principal)
+    async def _answer(self, did: str, user: str) -> None:
+        async def proves_user() -> bool:
+            # a token is looked at only where the roster is hidden; without one: not proven
+            if not self.request.headers.get("Authorization"):
+                return False
+            return await self.app.proofs.acting_user(self, user, CHECK)
+
+        status = await checked_status(self.app, common.path_did(did), user, self.principal, proves_user)
         self.send_json(status.json())
 
 

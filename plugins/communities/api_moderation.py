@@ -53,7 +53,7 @@ class InvitesHandler(ApiBase):
                     "GET": UserMethod("invite.list", "adminDid", "List a community's invite links")}
 
     @operation("Create an invite link (admins and moderators with invites.manage)", body=S.INVITE_BODY,
-               responses={201: S.INVITE_CREATED}, errors=(403,))
+               responses={201: S.INVITE_CREATED}, errors=(403, 409))
     @audit_denials
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
@@ -97,10 +97,11 @@ class InviteHandler(ApiBase):
 
 class InvitePreviewHandler(BaseHandler):
     """Public (no key): what an invite leads to, without the roster. Rate limited per
-    client address like the login endpoints, so codes cannot be tried in bulk cheaply."""
+    client address (`rate_limits.invites`, apart from sign-in's budget), so codes cannot be
+    tried in bulk cheaply."""
 
     auth = None
-    rate_limit = "auth"
+    rate_limit = "invites"
 
     @operation("What an invite leads to: the community's name, picture, description, type and size "
                "(public; no roster)", responses={200: S.INVITE_PREVIEW},

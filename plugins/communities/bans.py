@@ -18,6 +18,7 @@ from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
 from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person)
+from plugins.communities import roles
 from plugins.communities.capabilities import require_capability
 from store import bans as bans_store
 from store import communities as communities_store
@@ -64,14 +65,18 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
         was_admin = member is not None and member["admin_rank"] is not None
         intent = None
         if member is not None:
+            held_roles = bool(member["roles"])
             admins = [a for a in await admins_list(app.db, did) if a[0] != target_did]
             intent = await app.writes.begin(
                 kind=REMOVE, key=f"remove:{did}:{target_did}", community_did=did, operation="member.banned",
-                rkey=member["proof_rkey"], payload={"memberDid": target_did, "wasAdmin": was_admin})
+                rkey=member["proof_rkey"], payload={"memberDid": target_did, "wasAdmin": was_admin,
+                                                    "heldRoles": held_roles})
             repo = await community_repo_for(app, did)
             if was_admin:
                 await pds(repo.put_record(nsid(app, "admins"), "self",
                                           admins_record(admins, app.clock.iso_now())))
+            if held_roles:
+                await roles.drop_holder(app, repo, did, target_did)
             await pds(repo.delete_record(nsid(app, "membershipProof"), member["proof_rkey"]))
         async with app.db.transaction("communities.ban") as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)

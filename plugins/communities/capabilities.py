@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from daemon.http import validate
 from daemon.security.access import MemberStatus
-from daemon.atproto.syntax import is_nsid
+from daemon.atproto.syntax import nsid_problem
 from daemon.http.base import ApiError
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
@@ -45,7 +45,7 @@ BUILTIN = ("admin", "member", "moderator")
 #: Names no custom role may take.
 RESERVED = frozenset(BUILTIN) | {"primary", "primary-admin", "owner", "none"}
 
-ROLE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+ROLE_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # always fullmatch: `$` also matches before a final \n
 MAX_ROLES = 50           # custom roles per community
 MAX_COLLECTIONS = 50     # collections per role
 MAX_DESCRIPTION = 300
@@ -88,7 +88,7 @@ def grants_of(roles: Iterable[str], definitions: Mapping[str, Mapping[str, Any]]
 
 
 def role_name(value: Any, field: str = "name") -> str:
-    if not isinstance(value, str) or not ROLE_NAME.match(value):
+    if not isinstance(value, str) or not ROLE_NAME.fullmatch(value):
         raise validate.invalid(field, "must be 1-32 characters: a lower-case letter, then lower-case "
                                       "letters, digits or '-'")
     return value
@@ -119,8 +119,9 @@ def role_fields(body: Mapping[str, Any]) -> dict[str, Any]:
     for i, grant in enumerate(grants):
         if not isinstance(grant, dict) or set(grant) - {"collection", "capabilities"}:
             raise validate.invalid(f"collections[{i}]", "must be {collection, capabilities}")
-        if not is_nsid(grant.get("collection")):
-            raise validate.invalid(f"collections[{i}].collection", "must be a collection NSID")
+        problem = nsid_problem(grant.get("collection"))
+        if problem is not None:
+            raise validate.invalid(f"collections[{i}].collection", "must be a collection NSID: " + problem)
         per = grant.get("capabilities")
         if not isinstance(per, list) or not per or any(not isinstance(c, str) or c not in PER_COLLECTION
                                                        for c in per):

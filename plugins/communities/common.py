@@ -8,7 +8,7 @@ from daemon.http import validate
 from daemon.atproto.syntax import is_did, require_did
 from daemon.http.base import ApiError, BaseHandler, encode_cursor, encode_json
 from plugins.communities import views
-from plugins.communities.access import MemberStatus, member_status, require_community
+from plugins.communities.access import MemberStatus, app_sees_roster, member_status, require_community
 from plugins.communities.config import TYPES
 from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers' path parsing)
 from store import audit as audit_store
@@ -43,7 +43,7 @@ def query_bool(handler: BaseHandler, field: str) -> bool:
 def community_fields(body: dict[str, Any], *, required: bool) -> dict[str, Any]:
     """displayName (1..64), description (<=512), type; for create and profile update."""
     out: dict[str, Any] = {}
-    name = validate.string(body, "displayName", required=required, min_len=1, max_len=64)
+    name = validate.string(body, "displayName", required=required, min_len=1, max_len=64, name=True)
     if name is not None:
         out["display_name"] = name
     description = validate.string(body, "description", required=False, max_len=512)
@@ -98,12 +98,25 @@ def visibility_fields(body: dict[str, Any]) -> dict[str, Any]:
 
 async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[str, Any]:
     """Details as seen by `viewer` (None: no user named): a private community shows only
-    its name and type to non-members."""
+    its name and type to non-members. Where the community hides its roster from the app
+    (`app_sees_roster`), the named user is ignored: their membership would answer the
+    question `membership/check` answers only with their proof."""
     app = handler.app
+    if viewer and not await sees_roster(handler, row):
+        viewer = None
     status = await member_status(app.db, row["did"], viewer) if viewer else None
     restricted = row["type"] == "private" and not (status and status.is_member)
     admins = [] if restricted else await members_store.admins(app.db, row["did"])
     return views.community_details(row, admins, status, restricted=restricted)
+
+
+async def sees_roster(handler: BaseHandler, row: Row) -> bool:
+    """`app_sees_roster` for the request's app (the browser's routes: yes), with no read
+    where the roster is public or the app created the community."""
+    app_id = getattr(handler.principal, "app_id", None)
+    if row["roster_visibility"] == "public" or app_id is None or row["creator_app_id"] == app_id:
+        return True
+    return await app_sees_roster(handler.app.db, row["did"], app_id)
 
 
 def _page_args(handler: BaseHandler) -> tuple[int, int | None, str | None]:

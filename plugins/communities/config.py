@@ -19,6 +19,7 @@ class CommunitiesConfig:
     banner_fetch_timeout_seconds: float = 10.0
     delete_pds_records: bool = True
     reconcile_after_seconds: float = 300.0
+    max_active_invites: int = 500
 
 
 def check_limits(config: Any) -> None:
@@ -39,3 +40,5 @@ def check_limits(config: Any) -> None:
         raise ConfigError("must be positive", "communities.banner_fetch_timeout_seconds")
     if plugin.reconcile_after_seconds <= 0:
         raise ConfigError("must be positive", "communities.reconcile_after_seconds")
+    if plugin.max_active_invites < 1:
+        raise ConfigError("must be 1 or more", "communities.max_active_invites")

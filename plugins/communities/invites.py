@@ -138,6 +138,13 @@ async def create(app: "Application", community: Row, actor: Actor, *, max_uses: 
     code = new_code()
     async with app.db.transaction("communities.invite_create") as tx:
         await _require_manager_of_invites(tx, did, actor)
+        # Counted in the writing transaction, so concurrent creations cannot pass the cap.
+        cap = app.config.plugin("communities").max_active_invites
+        if await invites_store.count_active_tx(tx, did, now) >= cap:
+            raise ApiError(409, "too_many_invites",
+                           f"This community has {cap} active invites, the most this service allows "
+                           "(communities.max_active_invites): revoke some, or let them expire or be "
+                           "used up, before creating another.")
         invite_id = await invites_store.insert_invite_tx(
             tx, community_did=did, code_hash=code_hash(code), max_uses=max_uses, expires_at=expires_at,
             note=note, created_by=actor.did, app_id=actor.app_id, now=now)

@@ -14,7 +14,7 @@ from daemon.atproto.syntax import new_tid
 from daemon.atproto.writes import Intent, pds, roll_back
 from daemon.runtime.events import emit_tx
 from daemon.http.base import ApiError
-from plugins.communities import invites
+from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list,
                                        admins_record, audit_tx, banned_tx, community_lock,
                                        community_repo_for, fetch_profile, let_finish, membership_proof,
@@ -278,13 +278,17 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
             raise ApiError(409, "primary_admin_must_transfer",
                            "The primary admin cannot leave or be removed; transfer the role first.")
         was_admin = member["admin_rank"] is not None
+        held_roles = bool(member["roles"])
         admins = [a for a in await admins_list(app.db, did) if a[0] != member_did]
         intent = await app.writes.begin(
             kind=REMOVE, key=f"remove:{did}:{member_did}", community_did=did, operation=event,
-            rkey=member["proof_rkey"], payload={"memberDid": member_did, "wasAdmin": was_admin})
+            rkey=member["proof_rkey"], payload={"memberDid": member_did, "wasAdmin": was_admin,
+                                                "heldRoles": held_roles})
         repo = await community_repo_for(app, did)
         if was_admin:
             await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(admins, app.clock.iso_now())))
+        if held_roles:
+            await roles.drop_holder(app, repo, did, member_did)
         await pds(repo.delete_record(nsid(app, "membershipProof"), member["proof_rkey"]))
         gone = False
         async with app.db.transaction("communities.remove") as tx:

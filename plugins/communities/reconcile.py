@@ -14,7 +14,8 @@ reflects it:
   unless the local member row points at that key;
 * ``communities.remove`` (leave, remove): if the member is still in the index, their proof
   is put back from the member row (and, for an admin, the ``admins`` record from the
-  index); if they are not, the proof at that key is deleted (again);
+  index; for a role holder, the ``roles`` record from the index); if they are not, the
+  proof at that key is deleted (again), and the ``roles`` record put without them;
 * ``communities.admins`` (promote, demote, transfer): the ``admins`` record is put from
   the index;
 * ``communities.profile`` (profile and image changes): the ``profile`` record is put from
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.writes import Intent, WriteKind
 from daemon.http.base import ApiError, Principal
+from plugins.communities import roles
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE,
                                        admins_list, admins_record, audit_tx, community_lock_key,
                                        membership_proof, nsid, profile_record)
@@ -94,6 +96,8 @@ async def _undo_remove(app: "Application", intent: Intent) -> list[str]:
         done.append(f"deleted {proof_nsid}/{rkey}")
     if intent.payload.get("wasAdmin"):
         done.append(await _put_admins(app, repo, did))
+    if intent.payload.get("heldRoles"):
+        done.append(await roles.put_from_index(app, repo, did))
     return done
 
 

@@ -73,7 +73,8 @@ async def reindex(app: "Application", did: str,
                     ordered.append((entry["did"], entry.get("addedAt") or now))
             await members_store.set_admins_tx(tx, did, ordered)
             rebuilt = await roles.rebuild_tx(tx, did, roles_record["value"] if roles_record else None,
-                                             set(proofs), now)
+                                             {d: v.get("confirmedAt") or now for d, (_, v) in proofs.items()},
+                                             now)
             counts = await members_store.count_tx(tx, did)
             await communities_store.set_counts_tx(tx, did, *counts)
             await intents_store.delete_community_tx(tx, did)

@@ -13,8 +13,9 @@ compute the record from the same old state, and a removal never races an assignm
 
 from __future__ import annotations
 
+import datetime as dt
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from daemon.security.access import member_status, require_manager
 from daemon.atproto.writes import Intent, WriteKind, pds
@@ -129,6 +130,28 @@ async def _write_roles(app: "Application", community: Row, actor: Actor, action:
     return new_defs, new_holders
 
 
+async def drop_holder(app: "Application", repo: Any, did: str, member_did: str) -> bool:
+    """Put the roles record without `member_did`, who is leaving the community (leave,
+    removal, ban, a deleted account), before their membership ends: a record that still
+    named them would give their roles back on reindex. The caller holds the community's
+    lock and has begun its intent with ``heldRoles`` in the payload, so a crash before its
+    commit is settled by putting the record from the index (reconcile.py); the index loses
+    their roles with their member row. False (nothing written) if they hold no role."""
+    defs, holders = await _state(app.db, did)
+    if member_did not in holders:
+        return False
+    del holders[member_did]
+    await pds(repo.put_record(nsid(app, "roles"), "self", roles_record(defs, holders, app.clock.iso_now())))
+    return True
+
+
+async def put_from_index(app: "Application", repo: Any, did: str) -> str:
+    """Put the roles record as the index has it (the reconciler's undo)."""
+    defs, holders = await _state(app.db, did)
+    await repo.put_record(nsid(app, "roles"), "self", roles_record(defs, holders, app.clock.iso_now()))
+    return f"put {nsid(app, 'roles')}/self"
+
+
 # ------------------------------------------------------------------ commands
 
 
@@ -212,6 +235,17 @@ async def unassign(app: "Application", community: Row, actor: Actor, member_did:
     return {"communityDid": community["did"], "memberDid": member_did, "roles": holders.get(member_did, [])}
 
 
+def _instant(value: Any) -> "dt.datetime | None":
+    """A record's datetime as an aware instant (None: missing or not a datetime)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else None
+
+
 def _not_builtin(name: str) -> None:
     if name in RESERVED:
         raise ApiError(409, "role_builtin", f"{name} is a built-in role; it cannot be changed or deleted.")
@@ -220,13 +254,18 @@ def _not_builtin(name: str) -> None:
 # ------------------------------------------------------------------ reindex
 
 
-async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: set[str], now: str) -> dict[str, Any]:
+async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: Mapping[str, str],
+                     now: str) -> dict[str, Any]:
     """Make the index's roles what the repo's `roles` record says (`commonroom reindex`):
-    valid custom roles only, held by current `members` only (the record may still name
-    someone who left). No record: no custom roles, nobody holds a role."""
+    valid custom roles only, held by current `members` ({did: when their membership began,
+    the proof's confirmedAt}) only, and only by those whose membership began no later than
+    the record's `updatedAt`: a grant to someone who joined after the record was last
+    written was made to an earlier membership of theirs (a record from before holders were
+    dropped on leaving). No record: no custom roles, nobody holds a role."""
     from daemon.http.base import ApiError as Refused
     defs: Definitions = {}
     holders: Holders = {}
+    written = _instant((record or {}).get("updatedAt"))
     for entry in (record or {}).get("roles") or []:
         try:
             name = role_name(entry.get("name")) if isinstance(entry, dict) else None
@@ -236,10 +275,14 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
         except Refused:
             continue  # not a definition this service would write: skipped
     for entry in (record or {}).get("members") or []:
-        if isinstance(entry, dict) and entry.get("did") in members and isinstance(entry.get("roles"), list):
-            held = [r for r in dict.fromkeys(entry["roles"]) if r == "moderator" or r in defs]
-            if held:
-                holders[entry["did"]] = held
+        if not (isinstance(entry, dict) and entry.get("did") in members and isinstance(entry.get("roles"), list)):
+            continue
+        began = _instant(members[entry["did"]])
+        if written is None or began is None or began > written:
+            continue
+        held = [r for r in dict.fromkeys(entry["roles"]) if r == "moderator" or r in defs]
+        if held:
+            holders[entry["did"]] = held
     old_defs, old_holders = await _state(tx, did)
     for name in old_defs.keys() - defs.keys():
         await roles_store.delete_definition_tx(tx, did, name)
@@ -263,10 +306,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     done: list[str] = []
     if community is not None and community["state"] == "active":
         from daemon.atproto.accounts import community_repo
-        defs, holders = await _state(app.db, did)
-        await (await community_repo(app, did)).put_record(nsid(app, "roles"), "self",
-                                                          roles_record(defs, holders, app.clock.iso_now()))
-        done.append(f"put {nsid(app, 'roles')}/self")
+        done.append(await put_from_index(app, await community_repo(app, did), did))
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None

@@ -22,8 +22,8 @@ from plugins.communities.denials import audit_denials
 from plugins.communities.api import ApiBase
 from plugins.communities.capabilities import CATALOGUE, PER_COLLECTION, ROLE_NAME
 
-NAME = "(" + ROLE_NAME.pattern.strip("^$") + ")"
-NAME_SCHEMA = {"type": "string", "pattern": ROLE_NAME.pattern}
+NAME = "(" + ROLE_NAME.pattern + ")"
+NAME_SCHEMA = {"type": "string", "pattern": "^" + ROLE_NAME.pattern + "$"}
 CAPABILITY = {"type": "string", "enum": sorted(c for c in CATALOGUE if c not in PER_COLLECTION)}
 GRANT = obj({"collection": {"type": "string", "description": "a collection NSID"},
              "capabilities": arr({"type": "string", "enum": sorted(PER_COLLECTION)}, minItems=1)},

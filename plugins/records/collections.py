@@ -13,8 +13,10 @@ Three layers, checked in this order; the first that refuses answers 403:
    → ``collection_not_allowed``
 
 A pattern is a collection NSID (``org.example.garden.note``) or a prefix of dotted
-segments followed by ``.*`` (``org.example.*``: every NSID below it). NSID authorities are
-domain names, so they compare case-insensitively (``App.Bsky.actor.profile`` is protected);
+segments followed by ``.*`` (``org.example.*``: every NSID below it), in canonical form
+(the authority lower-case: ``daemon.atproto.syntax.nsid_problem``), as every collection
+the records routes take. NSID authorities are domain names, so the comparison still folds
+their case (``App.Bsky.actor.profile`` is protected even where no route would take it);
 the name segment of an exact pattern compares exactly, as the NSID spec says.
 """
 
@@ -25,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from daemon.atproto.syntax import is_nsid
+from daemon.atproto.syntax import nsid_problem
 from daemon.http.base import ApiError
 from store import records as store
 from store.db import Row
@@ -77,9 +79,13 @@ def pattern_problem(text: object) -> str | None:
         segments = text[:-2].split(".")
         if not all(_SEGMENT.fullmatch(s) for s in segments):
             return "must be a collection NSID or dotted segments followed by .* (org.example.*)"
+        if text != text.lower():
+            return f"must be written in lower case ({text.lower()}): a prefix is part of an NSID's authority"
         return None
-    if not is_nsid(text):
-        return "must be a collection NSID (org.example.garden.note) or a prefix such as org.example.*"
+    problem = nsid_problem(text)
+    if problem is not None:
+        return ("must be a collection NSID (org.example.garden.note) or a prefix such as org.example.*: "
+                + problem)
     return None
 
 

@@ -19,8 +19,8 @@ from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, ST
                             operation, page, query)
 from daemon.atproto.proofs import UserMethod
 from daemon.http.validate import invalid
-from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, app_manages, member_status, require_community,
-                           require_manager)
+from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster,
+                                    member_status, require_community, require_manager)
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
 from store import audit as audit_store
@@ -46,7 +46,11 @@ USER_DID = query("userDid", description="a member's DID: required to read a priv
                                       "checked only there")
 
 
-def record_json(row: Row) -> dict[str, Any]:
+def record_json(row: Row, *, sees_roster: bool = True) -> dict[str, Any]:
+    """A record as the API shows it; `sees_roster` False (an app from which the community
+    hides its roster, `app_sees_roster`): without the author and the last writer."""
+    if not sees_roster:
+        return {**record_json(row), "authorDid": None, "updatedBy": None}
     return {
         "uri": row["uri"],
         "cid": row["cid"],
@@ -239,7 +243,7 @@ class CollectionHandler(RecordsBase):
 
     @operation("A collection's records, newest first", paged=True,
                params=[USER_DID, query("authorDid", DID_SCHEMA)], responses={200: page("records", RECORD)},
-               errors={403: "members_only, not_member"})
+               errors={403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str) -> None:
         community = await self.community(raw_did)
         did = community["did"]
@@ -249,9 +253,12 @@ class CollectionHandler(RecordsBase):
         author = self.get_query_argument("authorDid", None)
         if author is not None:
             require_did(author, "authorDid")  # present but empty is a bad DID, as the document says
+        sees = await app_sees_roster(self.app.db, did, self.principal.app_id)
+        if author and not sees:
+            raise ROSTER_HIDDEN(did)  # who wrote what would tell who the members are
         rows = await store.list_records(self.app.db, did, collection, limit + 1,
                                         int(after[0]) if after else None, author or None)
-        out: dict[str, Any] = {"records": [record_json(r) for r in rows[:limit]]}
+        out: dict[str, Any] = {"records": [record_json(r, sees_roster=sees) for r in rows[:limit]]}
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
         self.send_json(out)
@@ -277,7 +284,8 @@ class RecordHandler(CollectionHandler):
         collection = require_nsid(unquote(raw_collection), "collection")
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         await self.check_read(community)
-        self.send_json(record_json(await self.indexed(community["did"], collection, rkey)))
+        sees = await app_sees_roster(self.app.db, community["did"], self.principal.app_id)
+        self.send_json(record_json(await self.indexed(community["did"], collection, rkey), sees_roster=sees))
 
     @operation("Delete a record (its author, or an admin through a trusted app)", params=[USER_DID],
                body=obj({"userDid": DID_SCHEMA}), body_required=False,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from daemon.security.access import MemberStatus
-from daemon.atproto.syntax import is_nsid
+from daemon.atproto.syntax import nsid_problem
 from daemon.http.base import ApiError
 from daemon.http.validate import invalid
 from store import record_permissions as store
@@ -67,8 +67,9 @@ def parse(value: Any, field: str = "permissions") -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for collection, rules in value.items():
         where = f"{field}.{collection}"
-        if not is_nsid(collection):
-            raise invalid(where, "must be keyed by a collection NSID")
+        problem = nsid_problem(collection)
+        if problem is not None:
+            raise invalid(where, "must be keyed by a collection NSID: " + problem)
         if not isinstance(rules, dict) or set(rules) - set(ACTIONS):
             raise invalid(where, "must be an object with create, update and/or delete")
         for action, rule in rules.items():

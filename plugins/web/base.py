@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlencode
 from tornado.escape import xhtml_escape
 
 from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
+from daemon.http.validate import strip_spoofing
 from daemon.runtime.services import AppsService, CommunitiesService, WebhooksService
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 from plugins.web.assets import web_assets
@@ -36,8 +37,15 @@ def avatar(src: str | None, name: str | None, size: str) -> str:
     if src:
         return (f'<img class="avatar avatar-{size}" src="{xhtml_escape(src)}" alt="" '
                 f'width="{px}" height="{px}" loading="lazy">')
-    letter = xhtml_escape((name or "?").strip()[:1].upper() or "?")
+    letter = xhtml_escape(strip_spoofing(name or "?").strip()[:1].upper() or "?")
     return f'<span class="avatar avatar-{size} avatar-empty" aria-hidden="true">{letter}</span>'
+
+
+def shown_escape(value: str | bytes) -> str:
+    """The pages' autoescape: `xhtml_escape` of the text without `SPOOFING_CHARS` (names
+    typed here are refused with them; names from the network are shown without them)."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    return xhtml_escape(strip_spoofing(text))
 
 
 #: The CSRF token's form field (its value: the session's token, as in the x-csrf-token header).
@@ -106,6 +114,9 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         "csrf_field": CSRF_FIELD, "static": assets.url, "path": handler.request.path,
         "request_id": handler.request_id, "errors": FormErrors(), "notice": None, "urlencode": urlencode,
         "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
+        # every {{ }} of a page: names from the network (profiles) lose their direction
+        # overrides and zero-width spaces (daemon.http.validate.SPOOFING_CHARS)
+        "xhtml_escape": shown_escape,
     }
     namespace.update(values)
     handler.finish(assets.templates.load(template).generate(**namespace))

@@ -44,9 +44,9 @@ class InvitePage(PageHandler):
     """GET /invite/<code>: what the invite leads to (no roster) and the one right step;
     POST joins with it, then the community's page (`?done=joined`). Unknown, expired, used
     up or revoked: an error page that says which (404 / 410). Guessing codes costs the
-    per-address `rate_limits.auth` budget, as the JSON preview does."""
+    per-address `rate_limits.invites` budget, as the JSON preview does (sign-in has its own)."""
 
-    rate_limit = "auth"
+    rate_limit = "invites"
 
     def form_page(self) -> str:
         return self.request.path

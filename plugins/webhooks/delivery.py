@@ -33,7 +33,7 @@ from daemon import hookimpl
 from daemon.runtime.clock import iso
 from daemon.runtime.events import Event
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.security.access import app_can_see
+from daemon.security.access import app_can_see, app_sees_roster, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -74,29 +74,41 @@ def cr_event_tx(app: "Application", tx: Transaction, event: Event) -> Any:
 
 async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     """Queue the event for every webhook that subscribed to it and whose app may see
-    its community."""
+    its community, as that app may see the event: where the roster is hidden from the app
+    (`app_sees_roster`), member events are not queued and others are sent without the
+    keys that name a person (`event_data_for`, the rule the events stream shares)."""
     candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
     if not candidates:
         return
-    visible: dict[str, bool] = {}
-    chosen: list[str] = []
+    hide: dict[str, bool | None] = {}  # app -> hide the people? (None: not sent to that app)
+    chosen: list[tuple[str, str, bool]] = []
     for row in candidates:
         app_id = row["app_id"]
-        if app_id not in visible:
-            if event.community_did is None:
-                # An event outside any community concerns only the app that caused it.
-                visible[app_id] = app_id == event.app_id
-            else:
-                visible[app_id] = await app_can_see(tx, event.community_did, app_id)
-        if visible[app_id]:
-            chosen.append(row["id"])
+        if app_id not in hide:
+            hide[app_id] = await _hides_people(tx, event, app_id)
+        if hide[app_id] is not None:
+            chosen.append((row["id"], event.id, bool(hide[app_id])))
     if not chosen:
         return
-    await store.enqueue_tx(tx, [(w, event.id) for w in chosen], app.clock.time(), app.clock.iso_now())
+    await store.enqueue_tx(tx, chosen, app.clock.time(), app.clock.iso_now())
+    ids = [w for w, _, _ in chosen]
     from plugins.webhooks.facade import webhooks_of
     d = webhooks_of(app).dispatcher
     if d is not None:
-        tx.after_commit(lambda: d.notify(chosen))
+        tx.after_commit(lambda: d.notify(ids))
+
+
+async def _hides_people(tx: Transaction, event: Event, app_id: str) -> bool | None:
+    """Whether `event` goes to `app_id` without the keys that name a person (True), whole
+    (False), or not at all (None)."""
+    if event.community_did is None:
+        # An event outside any community concerns only the app that caused it.
+        return False if app_id == event.app_id else None
+    if not await app_can_see(tx, event.community_did, app_id):
+        return None
+    if await app_sees_roster(tx, event.community_did, app_id):
+        return False
+    return None if event_data_for(event.type, event.data, sees_roster=False) is None else True
 
 
 # ------------------------------------------------------------------ one attempt
@@ -136,8 +148,11 @@ def classify(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> Ou
 
 def payload_body(row: Row) -> bytes:
     """The event as delivered: the same bytes on every attempt."""
-    event = Event(row["event_id"], 0, row["type"], row["community_did"], None, None,
-                  json.loads(row["data"]), row["event_created_at"])
+    data = json.loads(row["data"])
+    if row["hide_people"]:
+        data = event_data_for(row["type"], data, sees_roster=False) or {}
+    event = Event(row["event_id"], 0, row["type"], row["community_did"], None, None, data,
+                  row["event_created_at"])
     return json.dumps(event.payload(), separators=(",", ":"), ensure_ascii=False).encode()
 
 
