@@ -19,7 +19,17 @@ is not installed here). Measured in the same run, against the same server proces
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
   (keyset cursor of the 89,900th member).
 
-    .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16]
+For every scenario served by the service it also prints which code path answered
+(``commonroom_http_serving_path_total`` read from ``/metrics`` before and after: ``lean``
+answered at once, ``lean_task`` a lean route that had to wait, ``handler`` a Tornado
+RequestHandler), so a lost fast path shows in the output, not only in a ratio; with
+``--stages`` (needs ``py-spy`` on the PATH or in the venv, a dev tool, not a dependency) an
+extra pass per scenario samples the server and splits its CPU per request into stages
+(Tornado's HTTP parsing and I/O, the event loop, routing, handler set-up, authentication,
+rate limit, JSON body, SQLite read, the route's own work, the response, metrics and access
+log).
+
+    .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16] [--stages]
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ import socket
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +95,7 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
     raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
+           "metrics": {"allow_from": ["127.0.0.1/32"]},   # the bench reads the path counters
            "log_level": "warning"}
     pm = build_plugin_manager((), (), load_entry_points=False)
     config = Config.from_mapping(raw, base_dir=state, plugin_sections=plugin_sections(pm))
@@ -220,17 +232,50 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
     return stats
 
 
+PATH_METRIC = "commonroom_http_serving_path_total"
+
+
+def serving_paths(port: int) -> dict[str, float]:
+    """The service's request counts by serving path (`PATH_METRIC`, summed over routes
+    other than /metrics itself), read from its /metrics."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(PATH_METRIC + "{") and 'route="/metrics"' not in line:
+            labels, _, number = line.rpartition(" ")
+            path = labels.split('path="', 1)[1].split('"', 1)[0]
+            out[path] = out.get(path, 0.0) + float(number)
+    return out
+
+
+def paths_text(paths: dict[str, float] | None) -> str:
+    if paths is None:
+        return "paths n/a"
+    total = sum(paths.values())
+    if not total:
+        return "paths none counted"
+    return "paths " + ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in sorted(paths.items()) if v)
+
+
 def measure(name: str, port: int, requests: list[bytes], seconds: float, connections: int,
-            workers: int, server_pid: int | None = None) -> dict[str, Any]:
-    """Run the load from `workers` client processes; requests/s, latency percentiles, and
-    (with `server_pid`) how busy the server was and its CPU time per request."""
+            workers: int, server_pid: int | None = None, metrics_port: int | None = None) -> dict[str, Any]:
+    """Run the load from `workers` client processes; requests/s, latency percentiles,
+    (with `server_pid`) how busy the server was and its CPU time per request, and (with
+    `metrics_port`) how many requests each serving path answered."""
     per = max(1, connections // workers)
+    paths0 = serving_paths(metrics_port) if metrics_port else None
     with multiprocessing.get_context("fork").Pool(workers) as pool:
         cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
         started = time.perf_counter()
         results = pool.map(load, [("127.0.0.1", port, requests, seconds, per)] * workers)
         elapsed = time.perf_counter() - started
         cpu = cpu_seconds(server_pid) - cpu0 if server_pid else None
+    paths = None
+    if paths0 is not None and metrics_port:
+        paths1 = serving_paths(metrics_port)
+        paths = {k: paths1.get(k, 0.0) - paths0.get(k, 0.0) for k in set(paths0) | set(paths1)}
+        paths = {k: v for k, v in paths.items() if v}
     latencies = sorted(l for r in results for l in r["latencies"])
     statuses: dict[int, int] = {}
     for r in results:
@@ -241,12 +286,79 @@ def measure(name: str, port: int, requests: list[bytes], seconds: float, connect
            "p50_ms": 1000 * latencies[n // 2] if n else None,
            "p99_ms": 1000 * latencies[int(n * 0.99)] if n else None, "wall_s": elapsed,
            "server_busy": cpu / elapsed if cpu is not None else None,
-           "server_us_per_request": 1e6 * cpu / n if cpu is not None and n else None}
+           "server_us_per_request": 1e6 * cpu / n if cpu is not None and n else None, "paths": paths}
     busy = (f"  server busy {100 * out['server_busy']:.0f}%, {out['server_us_per_request']:.0f} µs CPU/req"
             if cpu is not None else "")
     print(f"{name:>8}: {out['rps']:8.0f} req/s  p50 {out['p50_ms']:.2f} ms  p99 {out['p99_ms']:.2f} ms  "
-          f"statuses {statuses}{busy}", flush=True)
+          f"statuses {statuses}{busy}  {paths_text(paths)}", flush=True)
     return out
+
+
+# ------------------------------------------------------------------ CPU by stage (--stages)
+
+#: Where a sample of the server's stack is counted: the innermost frame (function name as
+#: py-spy prints it) that names one of these stages ...
+STAGES = {
+    "Application.find_handler": "routing",
+    "LeanDelegate.__init__": "handler set-up", "LeanHandler.__init__": "handler set-up",
+    "RequestHandler.__init__": "handler set-up", "RequestLogic.start_request": "handler set-up",
+    "RequestLogic.authenticate_throttled": "authentication",
+    "RequestLogic.apply_rate_limit": "rate limit",
+    "RequestLogic.json_body": "JSON body",
+    "Database.fetchone_now": "SQLite read", "Database.fetchone": "SQLite read",
+    "LeanHandler._respond": "response", "RequestHandler.finish": "response", "RequestHandler.flush": "response",
+    "Application.log_request": "metrics + access log",
+}
+#: ... or else the innermost frame of these modules, or else "other".
+STAGE_MODULES = (("tornado/", "Tornado HTTP (parse, I/O)"), ("asyncio/", "event loop"),
+                 ("selectors.py", "event loop"))
+STAGE_ORDER = ["Tornado HTTP (parse, I/O)", "event loop", "routing", "handler set-up", "authentication",
+               "rate limit", "JSON body", "SQLite read", "route's own work", "response",
+               "metrics + access log", "other"]
+
+
+def stage_of(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        stage = STAGES.get(frame.split(" (", 1)[0])
+        if stage:
+            return stage
+    for frame in reversed(frames):
+        name = frame.split(" (", 1)[0]
+        if name.endswith((".get", ".post")) and "(" in frame and "/tornado/" not in frame:
+            return "route's own work"
+        for module, stage in STAGE_MODULES:
+            if f"{module}" in frame:
+                return stage
+    return "other"
+
+
+def py_spy() -> str | None:
+    """py-spy (a sampling profiler from PyPI, a dev tool, not a dependency), if installed."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def stage_split(spy: str, server_pid: int, name: str, port: int, requests: list[bytes], seconds: float,
+                connections: int, workers: int) -> dict[str, float]:
+    """One extra pass of a scenario with py-spy sampling the server: its CPU µs per request
+    split by `stage_of` (the share of samples times the pass's CPU per request)."""
+    import subprocess
+    out = Path(tempfile.mkdtemp(prefix="cr-spy-")) / "raw.txt"
+    proc = subprocess.Popen([spy, "record", "--nonblocking", "-r", "400", "-f", "raw", "-o", str(out),
+                             "-d", str(int(seconds + 2)), "-p", str(server_pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    result = measure(f"{name}*", port, requests, seconds, connections, workers, server_pid)
+    proc.wait(60)
+    counts: dict[str, int] = {}
+    for line in out.read_text().splitlines() if out.exists() else []:
+        stack, _, n = line.rpartition(" ")
+        stage = stage_of(stack.split(";"))
+        counts[stage] = counts.get(stage, 0) + int(n)
+    shutil.rmtree(out.parent, ignore_errors=True)
+    total = sum(counts.values())
+    per_request = result["server_us_per_request"] or 0.0
+    return {stage: per_request * n / total for stage, n in counts.items()} if total else {}
 
 
 def http_get(path: str, headers: dict[str, str]) -> bytes:
@@ -274,6 +386,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1, help="load generator processes")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--stages", action="store_true",
+                        help="after the rounds, one pass per scenario sampled with py-spy: CPU µs per "
+                             "request by stage (routing, authentication, SQLite, response ...)")
     args = parser.parse_args()
 
     from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
@@ -297,21 +412,22 @@ def main() -> int:
         page1 = [http_get(f"{base}/members?limit=100", auth)]
         page900 = [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}", auth)]
         floors = [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks]
-        scenarios = [("bare", bare_port, checks),
-                     ("floor", port, floors),
-                     ("check", port, checks),
-                     ("check-nometrics", plain_port, checks),
-                     ("page1", port, page1),
-                     ("page900", port, page900)]
+        # (name, port, requests, the port whose /metrics counts its serving paths)
+        scenarios = [("bare", bare_port, checks, None),           # plain Tornado: no counters
+                     ("floor", port, floors, port),
+                     ("check", port, checks, port),
+                     ("check-nometrics", plain_port, checks, None),  # metrics off: no counters
+                     ("page1", port, page1, port),
+                     ("page900", port, page900, port)]
         measure("warmup", port, checks, 2, 4, 1)
         # Interleaved rounds, so that a burst of load from elsewhere on the machine hits
         # every scenario alike; each scenario's figure is the median of its rounds.
-        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in scenarios}
+        rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _, _ in scenarios}
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", flush=True)
-            for name, p, reqs in scenarios:
+            for name, p, reqs, mp in scenarios:
                 rounds[name].append(measure(name, p, reqs, args.seconds, args.connections, args.workers,
-                                            server.pid))
+                                            server.pid, mp))
         # The machine's speed drifts between rounds (shared host), so ratios are taken
         # within each round (the scenarios of one round run seconds apart), then the median.
         def ratio(a: str, b: str) -> float:
@@ -332,11 +448,22 @@ def main() -> int:
             by_name = next(r for r in results if r["name"] == name)
             by_name["server_us_per_request_median"] = cpu[len(cpu) // 2]
             by_name["server_busy_min"] = min(x["server_busy"] for x in runs)
+            counted = [x["paths"] for x in runs if x["paths"] is not None]
+            by_name["paths_all_rounds"] = ({k: sum(p.get(k, 0) for p in counted) for p in counted for k in p}
+                                           if counted else None)
         print("\nmedians:")
         for r in results:
             print(f"{r['name']:>15}: {r['rps']:8.0f} req/s  p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  "
                   f"server {r['server_us_per_request_median']:.0f} µs CPU/req, busy ≥{100 * r['server_busy_min']:.0f}%  "
                   f"(rounds: {r['all_rps']})")
+        print("serving paths, all rounds: " + "; ".join(
+            f"{r['name']} {paths_text(r['paths_all_rounds'])} of {sum((r['paths_all_rounds'] or {}).values()):.0f}"
+            for r in results if r["paths_all_rounds"] is not None))
+        lost = {r["name"]: r["paths_all_rounds"] for r in results if r["name"] in ("check", "page1", "page900")
+                and r["paths_all_rounds"] and set(r["paths_all_rounds"]) - {"lean"}}
+        if lost:
+            print(f"FAST PATH LOST: not every request of {', '.join(lost)} was answered at once by its lean "
+                  f"route: {lost}")
         print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
               f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
               f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
@@ -346,13 +473,31 @@ def main() -> int:
               f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
               f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
         print("per-round ratios (median): " + "; ".join(f"{k} = {v:.2f}" for k, v in paired.items()))
+        stages: dict[str, dict[str, float]] = {}
+        if args.stages:
+            spy = py_spy()
+            if spy is None:
+                print("--stages: py-spy not found (`.venv/bin/pip install py-spy`: a dev tool, not a dependency)")
+            else:
+                print("\nCPU per request by stage (one more pass per scenario, sampled by py-spy at 400 Hz; "
+                      "the sampling itself costs the server a little):")
+                for name, p, reqs, _ in scenarios:
+                    if name != "check-nometrics":
+                        stages[name] = stage_split(spy, server.pid, name, p, reqs, args.seconds,
+                                                   args.connections, args.workers)
+                names = list(stages)
+                print(f"{'µs/request':>26}" + "".join(f"{n:>9}" for n in names))
+                for stage in STAGE_ORDER:
+                    if any(stage in stages[n] for n in names):
+                        print(f"{stage:>26}" + "".join(f"{stages[n].get(stage, 0.0):9.1f}" for n in names))
+                print(f"{'total':>26}" + "".join(f"{sum(stages[n].values()):9.1f}" for n in names))
         memory = server_memory(server.pid)
         print(f"server memory: RSS {memory['rss_mb']:.1f} MB, peak {memory['peak_mb']:.1f} MB "
               f"({MEMBERS} members in one community, {COMMUNITIES + 1} communities; two applications "
               f"in the process, see check-nometrics)")
         if args.json:
             Path(args.json).write_text(json.dumps({"scenarios": results, "paired_ratios": paired,
-                                                   "memory": memory}, indent=2))
+                                                   "memory": memory, "stages": stages}, indent=2))
         server.terminate()
         server.join(5)
     finally:

@@ -203,3 +203,63 @@ async def test_start_eagerly_runs_like_a_task():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert seen[-1] == "cancelled"
+
+
+async def test_a_suspended_lean_coroutine_waits_like_a_task():
+    """When a lean handler has to wait, the task that carries it on waits exactly as an
+    asyncio Task would: a future it waits for may be awaited by others too, and cancelling
+    the task cancels the future it waits for."""
+    import contextvars
+
+    from daemon.http.lean import start_eagerly
+    loop = asyncio.get_running_loop()
+    shared: asyncio.Future[str] = loop.create_future()
+
+    async def first() -> str:
+        return await shared
+
+    task = start_eagerly(first(), contextvars.copy_context())
+    assert task is not None
+    other = asyncio.ensure_future(asyncio.shield(shared))   # a second waiter, as a plain task
+    await asyncio.sleep(0)
+    other_direct = asyncio.ensure_future(_await(shared))
+    await asyncio.sleep(0)
+    shared.set_result("ok")
+    assert await task == "ok" and await other == "ok" and await other_direct == "ok"
+
+    waited: asyncio.Future[None] = loop.create_future()
+
+    async def second() -> None:
+        await waited
+
+    task = start_eagerly(second(), contextvars.copy_context())
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert waited.cancelled()                # as a Task cancels what it awaits
+
+
+async def _await(future):
+    return await future
+
+
+def test_lean_routes_use_no_library_internals():
+    """daemon/http/lean.py builds on public Tornado and asyncio APIs only (issue 23, item 8):
+    no private name of another module, no asyncio future protocol flags."""
+    import ast
+    import inspect
+
+    from daemon.http import lean
+    tree = ast.parse(inspect.getsource(lean))
+    imported = {alias.asname or alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    foreign = sorted(f"{node.value.id}.{node.attr}" for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                     and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                     and node.value.id in imported)
+    assert not foreign, foreign
+    assert "_asyncio_future_blocking" not in inspect.getsource(lean)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("tornado", "asyncio"):
+            assert not any(a.name.startswith("_") for a in node.names), node.module

@@ -37,7 +37,8 @@ def daemon(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(
         f"server: {{host: 127.0.0.1, port: {port}, base_url: 'http://127.0.0.1:{port}'}}\n"
-        f"storage: {{state_dir: {tmp_path / 'state'}}}\nsecret_key: '{'33' * 32}'\nlog_level: debug\n")
+        f"storage: {{state_dir: {tmp_path / 'state'}}}\nsecret_key: '{'33' * 32}'\nlog_level: debug\n"
+        "access_log: {successful_reads: 1}\n")  # every line, to look for secrets in
     log_path = tmp_path / "daemon.log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("COMMONROOM_CONFIG", None)

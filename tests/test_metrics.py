@@ -74,6 +74,41 @@ async def test_request_counters_move_with_the_traffic_by_route_template(app: Any
     assert value(after, "commonroom_database_bytes", file="database") > 0
 
 
+async def test_the_serving_path_of_each_request_is_counted(app: Any, client: Client, monkeypatch: Any) -> None:
+    """A lost fast path shows in /metrics: a check answered at once is ``lean``, one that had
+    to wait is ``lean_task``, a RequestHandler route is ``handler``."""
+    from plugins.communities import api
+    created = await make_app_key(app, client)
+    community = await seed_community(app, "did:plc:admin", creator_app_id=created["appId"])
+    check = f"/api/v1/communities/{community}/membership/check"
+    template = "/api/v1/communities/{did}/membership/check"
+    before = await scrape(client)
+    for _ in range(3):
+        resp = await client.post(check, api_key=created["apiKey"], json={"userDid": "did:plc:admin"})
+        assert resp.json()["isAdmin"] is True
+    real = api.checked_status
+
+    async def waits(*args: Any, **kwargs: Any) -> Any:
+        import asyncio
+        await asyncio.sleep(0.001)   # a real suspension: the rest runs in a task
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "checked_status", waits)
+    resp = await client.post(check, api_key=created["apiKey"], json={"userDid": "did:plc:admin"})
+    assert resp.status == 200 and resp.json()["isAdmin"] is True
+    assert (await client.get("/health")).status == 200
+    after = await scrape(client)
+
+    def moved(**labels: str) -> float:
+        name = "commonroom_http_serving_path_total"
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved(route=template, path="lean") == 3
+    assert moved(route=template, path="lean_task") == 1
+    assert moved(route="/health", path="handler") == 1
+    assert moved(route=template, path="handler") == 0
+
+
 async def test_rate_limit_refusals_are_counted(app: Any, client: Client) -> None:
     created = await make_app_key(app, client)
     limit = await client.put(f"/api/v1/apps/{created['appId']}/rate-limit", json={"maxRequests": 2, "windowMs": 60000},

@@ -306,3 +306,59 @@ def test_plugin_services_are_typed_attributes_and_absent_with_their_plugin(io_lo
         assert "hello" in app.extensions  # a third-party plugin's own state, under its name
     finally:
         io_loop.run_sync(app.shutdown)
+
+
+def test_the_authentication_hook_is_called_as_pluggy_would():
+    """`FirstResult` (every authenticated request's call of `cr_authenticate`, without
+    pluggy's per-call machinery): last registered first, first answer not None wins,
+    plugins registered or unregistered later count, wrappers are honoured."""
+    import pluggy
+
+    from daemon.http.base import FirstResult
+
+    pm = build_plugin_manager((), (), load_entry_points=False)
+    call = FirstResult(pm.hook.cr_authenticate)
+
+    class Handler:
+        class request:  # noqa: N801 - a stand-in
+            headers: dict = {}
+        def get_cookie(self, name, default=None):
+            return default
+
+    handler = Handler()
+    assert call(handler) is None is pm.hook.cr_authenticate(handler=handler)
+
+    class Named:
+        def __init__(self, answer):
+            self.answer = answer
+
+        @hookimpl
+        def cr_authenticate(self, handler):
+            return self.answer
+
+    first, second = Named("first"), Named("second")
+    pm.register(first)
+    assert call(handler) == "first"
+    pm.register(second)                       # registered later: asked first
+    assert call(handler) == "second" == pm.hook.cr_authenticate(handler=handler)
+    pm.unregister(second)
+    assert call(handler) == "first"
+    pm.register(Named(None))                  # None: the next one answers
+    assert call(handler) == "first"
+
+    class Wrapper:
+        @pluggy.HookimplMarker("commonroom")(wrapper=True)
+        def cr_authenticate(self, handler):
+            result = yield
+            return f"wrapped {result}"
+
+    pm.register(Wrapper())
+    assert call(handler) == "wrapped first" == pm.hook.cr_authenticate(handler=handler)
+
+    class NoArgument:
+        @hookimpl
+        def cr_authenticate(self):
+            return "no argument"
+
+    pm2 = build_plugin_manager((), (NoArgument(),), load_entry_points=False)
+    assert FirstResult(pm2.hook.cr_authenticate)(handler) == "no argument"

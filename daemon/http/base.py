@@ -324,6 +324,41 @@ def client_address(remote_ip: str, forwarded_for: str | None, trusted: Iterable[
     return hops[0] if hops else remote_ip
 
 
+# ------------------------------------------------------------------ hooks on the hot path
+
+
+class FirstResult:
+    """Call a ``firstresult`` hook (`cr_authenticate`, on every authenticated request) as
+    pluggy does, the last registered implementation first and the first answer that is not
+    None winning, but without pluggy's per-call machinery (measured with callgrind: 18,600
+    instructions a call through pluggy, 5,500 this way, the two built-in implementations
+    included). Arguments are positional, in the hook specification's order. The
+    implementations are re-read when they change (a plugin registered later); a hook with
+    wrappers, or an implementation taking fewer arguments, goes through pluggy. Only pluggy's
+    public API (`get_hookimpls`, `spec.argnames`, each implementation's `function`, `argnames`)."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+        self._argnames = tuple(hook.spec.argnames)
+        self._impls: list[Any] | None = None
+        self._functions: list[Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        impls = self.hook.get_hookimpls()
+        if impls != self._impls:       # HookImpls compare by identity: a cheap check
+            self._impls = impls
+            direct = all(not impl.hookwrapper and not getattr(impl, "wrapper", False)
+                         and tuple(impl.argnames) == self._argnames for impl in impls)
+            self._functions = [impl.function for impl in reversed(impls)] if direct else None
+        if self._functions is None:
+            return self.hook(**dict(zip(self._argnames, args)))
+        for function in self._functions:
+            result = function(*args)
+            if result is not None:
+                return result
+        return None
+
+
 # ------------------------------------------------------------------ request logic
 
 
@@ -339,6 +374,9 @@ class RequestLogic:
     * ``max_body``: None for the configured limit, or a byte count (uploads);
     * ``serves_html``: True for pages for people, which the OpenAPI document leaves out
       (every other route declares its methods with `daemon.http.openapi.operation`).
+    * ``read_route``: True for a route that only reads whatever its method (membership/check
+      answers a POST): its successful answers are sampled in the access log like GETs
+      (`daemon.http.accesslog`, ``access_log.successful_reads``).
 
     The serving class provides ``application``, ``request``, ``put_header``,
     ``get_cookie`` and ``get_query_argument`` (Tornado's, for `BaseHandler`).
@@ -356,6 +394,7 @@ class RequestLogic:
     #: Every method of this route goes to the primary from a follower (sign-in steps, whose
     #: GETs write and talk to other servers).
     primary_only: bool = False
+    read_route: bool = False
 
     principal: Principal | None = None
 
@@ -467,7 +506,7 @@ class RequestLogic:
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
-        pending = self.app.pm.hook.cr_authenticate(handler=self)
+        pending = self.app.authenticators(self)
         principal = await pending if pending is not None else None
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())

@@ -18,7 +18,10 @@ with the same conventions as every other route, because the shared part lives in
 
 The handler's coroutine starts at once (`start_eagerly`): when it never has to wait, as
 ``membership/check`` with its synchronous point reads, the response is written before the
-delegate returns, with no task and no extra trip round the event loop.
+delegate returns, with no task and no extra trip round the event loop. When it does wait,
+an ordinary asyncio Task carries it on. Which of the two served each request is counted
+in ``/metrics`` (``commonroom_http_serving_path_total``, path ``lean`` or ``lean_task``).
+Only public Tornado and asyncio APIs are used.
 
 Its methods are ``async def get/post/...`` taking the decoded path groups, like a
 RequestHandler's; they answer with `send_json`. Redirects, cookies, templates and
@@ -34,6 +37,8 @@ import hashlib
 import logging
 import re
 import time
+from collections.abc import Generator
+from http.client import responses as _REASONS
 from typing import TYPE_CHECKING, Any
 
 from tornado import httputil
@@ -48,7 +53,8 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("commonroom.http")
 
 _METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
-_CONTROL_CHARS = RequestHandler._remove_control_chars_regex
+# What Tornado's get_argument blanks in a query value (C0 controls but tab, newline, CR...).
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1f]")
 _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 
 
@@ -80,6 +86,11 @@ def _etag_matches(etag: str, if_none_match: str | None) -> bool:
 class LeanHandler(RequestLogic):
     """Base class of a lean route (see the module docstring). Set ``auth``, ``rate_limit``
     and ``max_body`` as on `BaseHandler`."""
+
+    #: How this request is served (``commonroom_http_serving_path_total``'s `path`):
+    #: ``lean`` when answered at once, ``lean_task`` when it had to wait and went on in a
+    #: task (the fast path lost: the benchmark prints these counts).
+    serving_path = "lean"
 
     def __init__(self, application: "Application", request: httputil.HTTPServerRequest,
                  **kwargs: Any) -> None:
@@ -148,7 +159,7 @@ class LeanHandler(RequestLogic):
         if self.request.method == "HEAD":
             body = b""
         conn = self.request.connection
-        conn.write_headers(httputil.ResponseStartLine("", status, httputil.responses.get(status, "Unknown")),
+        conn.write_headers(httputil.ResponseStartLine("", status, _REASONS.get(status, "Unknown")),
                            headers, body)
         conn.finish()
         self.application.log_request(self)
@@ -199,33 +210,54 @@ def start_eagerly(coro: Any, context: contextvars.Context) -> "asyncio.Task[Any]
     """Run `coro` in `context` at once, up to its first real suspension, as Python 3.12's
     eager tasks do: None if it finished there (membership/check usually does: its reads
     are synchronous), else the task that carries it on. Saves a task and a trip round the
-    event loop per request."""
+    event loop per request.
+
+    Only public APIs: a coroutine's ``send`` (PEP 492) for the first step; when it
+    suspends, an ordinary `asyncio.Task` takes over through `_Suspended`, which hands the
+    Task what the coroutine yielded (the future it waits for), exactly as the coroutine's
+    own ``await`` would have, so waiting, wake-up and cancellation are the Task's own."""
     try:
         yielded = context.run(coro.send, None)
     except StopIteration:
         return None
-    return asyncio.get_running_loop().create_task(_carry_on(coro, yielded), context=context)
+    return asyncio.get_running_loop().create_task(_carry_on(_Suspended(coro, yielded)), context=context)
 
 
-async def _carry_on(coro: Any, yielded: Any) -> Any:
-    """Drive a coroutine that `start_eagerly` began, the way asyncio's Task would: wait for
-    the future it yielded, then resume it; its own await then reads the outcome."""
-    while True:
-        thrown: BaseException | None = None
-        try:
-            if yielded is None:                      # a bare yield (asyncio.sleep(0))
-                await asyncio.sleep(0)
-            elif getattr(yielded, "_asyncio_future_blocking", None) is not None:
-                yielded._asyncio_future_blocking = False
-                await asyncio.wait((yielded,))       # never raises the future's own error
+async def _carry_on(suspended: "_Suspended") -> Any:
+    return await suspended
+
+
+class _Suspended:
+    """A coroutine that `start_eagerly` began, suspended on `yielded`, as an awaitable. (A
+    started coroutine cannot be awaited again: Python refuses with "coroutine is being
+    awaited already".) Awaiting it passes `yielded` up to the awaiting Task, then relays
+    what the Task sends or throws (a cancellation) down to the coroutine, and the
+    coroutine's next yield up, until it returns: what ``yield from`` does."""
+
+    __slots__ = ("coro", "yielded")
+
+    def __init__(self, coro: Any, yielded: Any) -> None:
+        self.coro, self.yielded = coro, yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, yielded = self.coro, self.yielded
+        self.yielded = None
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # noqa: BLE001 - relayed, as yield from does
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
             else:
-                thrown = RuntimeError(f"lean handler yielded {yielded!r}, not a future")
-        except asyncio.CancelledError as exc:        # this task was cancelled
-            thrown = exc
-        try:
-            yielded = coro.throw(thrown) if thrown is not None else coro.send(None)
-        except StopIteration as stop:
-            return stop.value
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 class LeanDelegate(httputil.HTTPMessageDelegate):
@@ -254,6 +286,7 @@ class LeanDelegate(httputil.HTTPMessageDelegate):
     def finish(self) -> None:
         task = start_eagerly(self.handler._run(self.path_args), contextvars.copy_context())
         if task is not None:
+            self.handler.serving_path = "lean_task"
             # The connection waits for the response, not for the task: keep the task
             # referenced until it ends, even if the client goes away.
             tasks = self.application.request_tasks

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from daemon.http.base import ApiError, BaseHandler
@@ -32,6 +33,9 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _PDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 UNMATCHED = "unmatched"
+#: The `path` label of `commonroom_http_serving_path_total` for a Tornado RequestHandler
+#: (the lean routes say ``lean`` or ``lean_task``, daemon/http/lean.py).
+HANDLER_PATH = "handler"
 
 Refresh = Callable[[], Awaitable[None]]
 
@@ -75,6 +79,10 @@ class Metrics:
         self.latency = Histogram("commonroom_http_request_duration_seconds",
                                  "Time from the request's arrival to its answer.", ["route"],
                                  buckets=_LATENCY_BUCKETS, registry=r)
+        #: (route, path) -> [count]: plain integers, exposed at scrape time (`_ServingPaths`),
+        #: because a prometheus Counter's inc costs ~3,000 instructions a request.
+        self.serving_paths: dict[tuple[str, str], list[int]] = {}
+        r.register(_ServingPaths(self.serving_paths))
         self.rate_limited = Counter("commonroom_rate_limited",
                                     "Requests refused by a rate limit (429), by limit.", ["limit"], registry=r)
         self.pds_requests = Counter("commonroom_pds_requests",
@@ -90,7 +98,7 @@ class Metrics:
             "commonroom_accept_failures", "Failed accepts of new connections (no files left ...).", registry=r)
         self._seen = {"refused": 0, "accept_failures": 0}
         self._routes: dict[type, str] = {}
-        self._children: dict[tuple[type, str, int], tuple[Any, Any]] = {}
+        self._children: dict[tuple[type, str, int, str], tuple[Any, Any, list[int]]] = {}
         self._refreshers: list[Refresh] = []
 
     # ---------------------------------------------------------------- set-up
@@ -109,16 +117,19 @@ class Metrics:
         if not self.enabled:
             return
         method = handler.request.method
-        key = (type(handler), method, status)
+        path = getattr(handler, "serving_path", HANDLER_PATH)
+        key = (type(handler), method, status, path)
         children = self._children.get(key)
         if children is None:
             route = self._routes.get(type(handler), UNMATCHED)
             label = method if method in _METHODS else "OTHER"
-            children = (self.requests.labels(route, label, str(status)), self.latency.labels(route))
+            children = (self.requests.labels(route, label, str(status)), self.latency.labels(route),
+                        self.serving_paths.setdefault((route, path), [0]))
             if len(self._children) < 10_000:
                 self._children[key] = children
         children[0].inc()
         children[1].observe(seconds)
+        children[2][0] += 1
 
     def record_rate_limited(self, limit: str) -> None:
         if self.enabled:
@@ -148,6 +159,24 @@ class Metrics:
         for refresh in self._refreshers:
             await refresh()
         return generate_latest(self.registry)
+
+
+class _ServingPaths:
+    """``commonroom_http_serving_path_total{route, path}``: requests answered, by the code
+    path that served them (daemon/http/lean.py: ``lean``, ``lean_task``; ``handler``)."""
+
+    def __init__(self, counts: dict[tuple[str, str], list[int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Any:
+        family = CounterMetricFamily(
+            "commonroom_http_serving_path",
+            "Requests answered, by route and by the code path that served them: lean (a lean route "
+            "answered at once), lean_task (a lean route that had to wait and went on in a task), "
+            "handler (a RequestHandler).", labels=["route", "path"])
+        for (route, path), count in list(self.counts.items()):
+            family.add_metric([route, path], count[0])
+        yield family
 
 
 def outbound_call_label(label: str, what: str) -> str:

@@ -19,7 +19,8 @@ from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
 from daemon.runtime.clock import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
-from daemon.http.base import HealthHandler, NotFoundHandler
+from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
+from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
 from daemon.http.metrics import Metrics, MetricsHandler
@@ -210,6 +211,9 @@ class Application(tornado.web.Application):
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self._openapi: dict[str, Any] | None = None
         self.metrics = Metrics(self)
+        self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
+        #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
+        self.authenticators = FirstResult(pm.hook.cr_authenticate)
         self.proofs = proofs.Proofs(self)
         from daemon.atproto.accounts import AccountSessions
         from daemon.atproto.identity import IdentityCache
@@ -421,13 +425,10 @@ class Application(tornado.web.Application):
 
     def log_request(self, handler: tornado.web.RequestHandler) -> None:
         status = handler.get_status()
-        self.metrics.record_request(handler, status, handler.request.request_time())
-        level = logging.INFO if status < 400 else logging.WARNING if status < 500 else logging.ERROR
-        if not _access_log.isEnabledFor(level):
-            return
-        _access_log.log(
-            level, "%d %s %s %.1fms", status, handler.request.method, handler.request.uri,
-            1000.0 * handler.request.request_time())
+        seconds = handler.request.request_time()
+        self.metrics.record_request(handler, status, seconds)
+        if _access_log.isEnabledFor(logging.INFO if status < 400 else logging.WARNING):
+            self.access_log.write(handler, status, seconds)
 
 
 async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock | None = None,

@@ -295,6 +295,7 @@ class CheckHandler(LeanHandler):
     auth = "app"
     follower_serves = frozenset({"POST"})  # a read, sent as POST: a follower answers it
     user_methods = {"GET": CHECK, "POST": CHECK}
+    read_route = True   # a POST that changes nothing: sampled in the access log like a GET
 
     @operation("Is this user a member, an admin, pending? (one index lookup, no PDS)",
                body=obj({"userDid": DID}, ["userDid"]), responses={200: S.STATUS},
