@@ -19,7 +19,15 @@ from daemon.security.sessions import hash_sid
 from plugins.apikeys.keys import hash_key, new_key
 
 PRIMARY = "https://primary.example.com"
-NOW = 1_800_000_000.0  # the FakeClock's start
+NOW = 1_800_000_000.0  # the FakeClock's start (this module's own, see `clock`)
+
+
+@pytest.fixture
+def clock():
+    """A fixed start, so the copy written below is as old as its comments say (the shipped
+    fixture starts at the real time)."""
+    from daemon.runtime.clock import FakeClock
+    return FakeClock(start=NOW)
 KEY = new_key()
 
 

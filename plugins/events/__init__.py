@@ -54,8 +54,9 @@ async def cr_startup(app: Any) -> None:
     config = app.config.plugin("events")
     check(config)
     await stream_of(app).start()
-    app.spawn_periodic("events.retention", config.prune_interval_seconds,
-                       lambda first: retention.prune_events(app))
+    if not app.read_only:  # a follower's copy is pruned by its primary (docs/scaling.md)
+        app.spawn_periodic("events.retention", config.prune_interval_seconds,
+                           lambda first: retention.prune_events(app))
 
 
 @hookimpl
