@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 
 
 @hookimpl

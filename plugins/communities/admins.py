@@ -7,17 +7,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.security.access import MemberStatus, member_status, require_manager
-from daemon.atproto.writes import pds
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, pds
 from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person,
                                        require_role)
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 
 # ------------------------------------------------------------------ admins

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import validate
-from daemon.http.base import ApiError, BaseHandler, encode_cursor
+from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, Row, STRING, UserMethod, encode_cursor,
+                           is_cid, obj, operation, query, require_at_uri, require_did, validate)
 from daemon.http.lean import LeanHandler
-from daemon.http.openapi import BOOLEAN, DID, STRING, obj, operation, query
-from daemon.atproto.proofs import UserMethod
-from daemon.atproto.syntax import is_cid, require_at_uri, require_did
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
 from plugins.communities.access import ROSTER_HIDDEN, checked_status, require_community, require_manager
@@ -27,7 +24,6 @@ from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
 from plugins.communities.steps import path_did
 from store import communities as communities_store
-from store.db import Row
 
 APP_ID = r"(app_[0-9a-f]{16})"
 

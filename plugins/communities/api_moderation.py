@@ -8,11 +8,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from daemon.http import validate
-from daemon.runtime.clock import iso
-from daemon.http.base import BaseHandler, encode_cursor
-from daemon.http.openapi import DID, obj, operation
-from daemon.atproto.proofs import UserMethod
+from daemon.plugin import BaseHandler, DID, UserMethod, encode_cursor, iso, obj, operation, validate
 from plugins.communities import bans, common, invites
 from plugins.communities import schemas as S
 from plugins.communities.access import member_status, require_manager

@@ -13,9 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.security.access import member_status, require_manager
-from daemon.atproto.writes import pds
-from daemon.runtime.events import emit_tx
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, emit_tx, pds
 from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person)
 from plugins.communities import roles
@@ -23,11 +21,9 @@ from plugins.communities.capabilities import require_capability
 from store import bans as bans_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.security.access import MemberStatus
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application, MemberStatus
 
 
 def _may_ban(me: "MemberStatus", target: "MemberStatus") -> None:

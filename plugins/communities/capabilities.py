@@ -15,10 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping
 
-from daemon.http import validate
-from daemon.security.access import MemberStatus
+from daemon.plugin import ApiError, MemberStatus, validate
 from daemon.atproto.syntax import nsid_problem
-from daemon.http.base import ApiError
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
 CATALOGUE: dict[str, str] = {

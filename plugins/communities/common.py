@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http import validate
-from daemon.atproto.syntax import is_did, require_did
+from daemon.plugin import Row, is_did, require_did, validate
 from daemon.http.base import ApiError, BaseHandler, encode_cursor, encode_json
 from plugins.communities import views
 from plugins.communities.access import MemberStatus, app_sees_roster, member_status, require_community
@@ -14,7 +13,6 @@ from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers'
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row
 
 
 def body_did(body: dict[str, Any], field: str) -> str:

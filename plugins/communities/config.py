@@ -28,7 +28,7 @@ class CommunitiesConfig:
 def check_limits(config: Any) -> None:
     """`communities.max_upload_bytes` must fit in `server.max_upload_bytes` (the HTTP
     server's body cap): a larger image would be cut off before the plugin sees it."""
-    from daemon.runtime.config import ConfigError
+    from daemon.plugin import ConfigError
 
     plugin = config.plugin("communities")
     server = config.server.max_upload_bytes

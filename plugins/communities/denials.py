@@ -21,11 +21,11 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import unquote
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from plugins.communities.steps import Actor, audit_tx
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities")
 
@@ -89,7 +89,7 @@ def audit_browser_denials(action: str, *, target: bool = False) -> Callable[[Any
 
 
 async def _record_browser(handler: Any, raw_did: str, args: tuple, action: str, code: str, target: bool) -> None:
-    from daemon.atproto.syntax import is_did
+    from daemon.plugin import is_did
     from store import communities as communities_store
 
     did = unquote(raw_did)

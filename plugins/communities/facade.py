@@ -7,15 +7,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from plugins.communities import bans, capabilities, common, denials, invites, roles, service, uploads, views
 from plugins.communities.public import PublicCommunities
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.security.access import Actor, MemberStatus
-    from daemon.runtime.app import Application
-    from daemon.http.base import BaseHandler, Principal
-    from store.db import Row
+    from daemon.plugin import Actor, Application, BaseHandler, MemberStatus, Principal, Row
 
 
 class Communities(PublicCommunities):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageOps
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -16,16 +16,15 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from daemon.security.access import member_status, require_manager
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, Transaction
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import Actor, active_tx, audit_tx
 from plugins.communities.views import community_summary
 from store import communities as communities_store
 from store import invites as invites_store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 CODE_BYTES = 18          # 144 bits
 ID_PREFIX = "inv_"       # the list's ids, which revoke accepts as well as a code

@@ -12,10 +12,7 @@ import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from daemon.security.access import member_status, require_manager
-from daemon.atproto.syntax import new_tid
-from daemon.atproto.writes import pds, roll_back
-from daemon.runtime.events import emit_tx
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row, emit_tx, new_tid, pds, roll_back
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, admins_record, audit_tx,
                                        community_lock, community_repo_for, fetch_profile, let_finish,
                                        membership_proof, nsid, profile_record, require_person, require_role,
@@ -23,10 +20,9 @@ from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx
 from store import accounts as accounts_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities")
 

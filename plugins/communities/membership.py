@@ -10,10 +10,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from daemon.security.access import (NOT_FOUND, app_manages, member_status,
                            require_manager)
-from daemon.atproto.syntax import new_tid
-from daemon.atproto.writes import Intent, pds, roll_back
-from daemon.runtime.events import emit_tx
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Intent, Row, Transaction, emit_tx, new_tid, pds, roll_back
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list,
                                        admins_record, audit_tx, banned_tx, community_lock,
@@ -23,10 +20,9 @@ from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_
 from plugins.communities.capabilities import require_capability
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities")
 

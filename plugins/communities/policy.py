@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError
 from plugins.communities.access import NOT_FOUND, member_status, require_manager
 from plugins.communities.service import Actor, audit_tx
 from store import communities as communities_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
-    from store.db import Row
+    from daemon.plugin import Application, Row
 
 
 def settings_json(row: "Row") -> dict[str, Any]:

@@ -38,8 +38,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.atproto.writes import Intent, WriteKind
-from daemon.http.base import ApiError, Principal
+from daemon.plugin import ApiError, Intent, Principal, WriteKind
 from plugins.communities import roles
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE,
                                        admins_list, admins_record, audit_tx, community_lock_key,
@@ -48,7 +47,7 @@ from store import communities as communities_store
 from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities")
 

@@ -23,7 +23,7 @@ from store import intents as intents_store
 from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 
 async def reindex(app: "Application", did: str,

@@ -19,19 +19,16 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from daemon.security.access import member_status, require_manager
-from daemon.atproto.writes import Intent, WriteKind, pds
-from daemon.runtime.events import emit_tx
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Intent, Row, WriteKind, emit_tx, pds
 from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
                                        community_repo_for, nsid, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name, plugin_capabilities)
 from store import communities as communities_store
 from store import roles as roles_store
-from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 ROLES = "communities.roles"  # the kind of write: the roles record put
 MAX_HOLDERS = 5000           # members holding a role (the record's `members` list)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.http.openapi import BOOLEAN, DID, STRING, arr, enum_of, obj, operation
-from daemon.atproto.proofs import UserMethod
+from daemon.plugin import BOOLEAN, DID, STRING, UserMethod, arr, enum_of, obj, operation
 from plugins.communities import common, roles
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_denials

@@ -3,8 +3,8 @@ service.py), for the handlers' OpenAPI declarations."""
 
 from __future__ import annotations
 
-from daemon.http.openapi import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING,
-                            STRING_OR_NULL, arr, nullable, obj, page, query)
+from daemon.plugin import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING, STRING_OR_NULL,
+                           arr, nullable, obj, page, query)
 
 TYPE = {"type": "string", "enum": ["open", "admin-approved", "private"]}
 URL_OR_NULL = {"type": ["string", "null"], "description": "an image URL, or null"}

@@ -10,7 +10,7 @@ callers use.
 
 from __future__ import annotations
 
-from daemon.atproto.writes import pds, roll_back
+from daemon.plugin import pds, roll_back
 from plugins.communities.admins import allow_app, demote, promote, transfer
 from plugins.communities.lifecycle import create, default_handle, delete, update_profile
 from plugins.communities.membership import (_confirm, approve, browser_join, browser_leave, join, leave,

@@ -16,16 +16,13 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import unquote
 
 from daemon.security.access import NOT_FOUND, Actor, MemberStatus
-from daemon.atproto.syntax import is_did
-from daemon.atproto.writes import pds
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Reader, Row, Transaction, is_did, pds
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
-from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities")
 

@@ -31,8 +31,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.security.access import member_status
-from daemon.atproto.writes import Intent, WriteKind
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Intent, WriteKind
 from daemon.sync import Interest, SyncEvent
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
                                        community_lock, community_repo_for, nsid)
@@ -43,7 +42,7 @@ from store import sync as sync_store
 from store.db import Database, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.communities.sync")
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row
 from plugins.communities import service
 from plugins.communities.images import clean_image
 from plugins.communities.service import Actor
-from store.db import Row
 
 if TYPE_CHECKING:
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 KINDS = ("avatar", "banner")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from daemon.atproto.pds import image_url
 from plugins.communities.access import MemberStatus
-from store.db import Row
+from daemon.plugin import Row
 
 
 def community_summary(row: Row) -> dict[str, Any]:

@@ -8,16 +8,13 @@ from typing import Any
 
 import tornado.httputil
 
-from daemon.http import validate
+from daemon.plugin import ApiError, BOOLEAN, BaseHandler, DID, Row, obj, operation, validate
 
-from daemon.http.base import ApiError, BaseHandler
-from daemon.http.openapi import BOOLEAN, DID, obj, operation
 from plugins.communities import common, service, uploads
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_browser_denials
 from plugins.communities.service import Actor
-from store.db import Row
 
 
 class WebBase(BaseHandler):

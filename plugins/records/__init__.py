@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon import hookimpl
+from daemon.plugin import hookimpl
 from plugins.records import handlers, writes
 from plugins.records.settings import RecordsConfig, check
 

@@ -28,12 +28,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 from daemon.atproto.syntax import nsid_problem
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Row
 from store import records as store
-from store.db import Row
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 #: Namespaces no app may write through the records API, whatever the configuration.
 PROTECTED = ("com.atproto", "app.bsky", "chat.bsky", "tools.ozone")

@@ -13,12 +13,9 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from daemon.atproto.syntax import is_did, new_tid, require_did, require_nsid, require_rkey
-from daemon.http.base import ApiError, BaseHandler, encode_cursor
-from daemon.http.openapi import (BOOLEAN, DATETIME, DATETIME_OR_NULL, STRING, STRING_OR_NULL, arr, nullable, obj,
-                            operation, page, query)
-from daemon.atproto.proofs import UserMethod
-from daemon.http.validate import invalid
+from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
+                           STRING_OR_NULL, UserMethod, arr, encode_cursor, invalid, is_did, new_tid,
+                           nullable, obj, operation, page, query, require_did, require_nsid, require_rkey)
 from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster,
                                     member_status, require_community, require_manager)
 from plugins.records import collections, permissions, writes
@@ -26,7 +23,6 @@ from plugins.records.collections import community_allowlist, policy
 from store import audit as audit_store
 from store import record_permissions as permissions_store
 from store import records as store
-from store.db import Row
 
 DID = r"(did(?::|%3[Aa])[^/?#]+)"
 SEGMENT = r"([^/?#]+)"

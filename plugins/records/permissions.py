@@ -18,10 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from daemon.security.access import MemberStatus
+from daemon.plugin import ApiError, MemberStatus, invalid
 from daemon.atproto.syntax import nsid_problem
-from daemon.http.base import ApiError
-from daemon.http.validate import invalid
 from store import record_permissions as store
 
 ACTIONS = ("create", "update", "delete")

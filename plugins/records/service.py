@@ -7,13 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError
-from daemon.security.access import APP_NOT_TRUSTED, Actor, app_manages, member_status, require_community
+from daemon.plugin import Actor
+from daemon.security.access import APP_NOT_TRUSTED, app_manages, member_status, require_community
 from plugins.records import permissions, writes
 from plugins.records.collections import policy
 from store import records as store
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 
 class Records:

@@ -21,7 +21,7 @@ def check(config: RecordsConfig, namespace: str = "") -> None:
     """Refuse values the plugin cannot work with (ConfigError naming the key). `namespace`
     is ``atproto.namespace``: an allowed pattern inside it, or inside the protocol's and
     Bluesky's namespaces, could never take effect."""
-    from daemon.runtime.config import ConfigError
+    from daemon.plugin import ConfigError
     from plugins.records.collections import parse, pattern_problem, protected_by
     if config.reconcile_after_seconds <= 0:
         raise ConfigError("must be more than 0", "records.reconcile_after_seconds")

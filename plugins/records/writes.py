@@ -30,14 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from daemon.atproto import writes as core
-from daemon.atproto.writes import Intent, WriteKind
-from daemon.runtime.events import emit_tx
-from daemon.http.base import ApiError
+from daemon.plugin import ApiError, Intent, Transaction, WriteKind, emit_tx
 from store import records as store
-from store.db import Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.runtime.app import Application
+    from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.records")
 
