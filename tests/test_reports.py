@@ -314,3 +314,35 @@ async def test_an_app_granted_management_receives_report_events_and_others_do_no
     alice = await login_as(app, club.alice["did"], club.alice["handle"])
     members = (await client.get(f"/c/{club.handle}/settings/members", headers={"Cookie": f"sid={alice.sid}"})).text
     assert f'href="/c/{club.handle}/report?subject={club.dave["did"]}"' in members
+
+
+async def test_a_custom_role_granting_reports_review_opens_the_queue(app, client, devnet, people):
+    """A plugin's capability can be granted by a custom role: the role is written to the
+    community's repo (its lexicon once knew only the catalogue's names: 502), and its holder
+    reviews reports; a name no plugin declares is still a 400."""
+    club = await Club().make(app, client, devnet, people)
+    assert (await club.report(club.dave, club.erin["did"], "spam")).status == 201
+    refused = await club.queue(club.carol)
+    assert refused.status == 403 and refused.json()["error"] == "not_allowed"
+
+    made = await club.api.post(club.api.path(club.did, "/roles"), {
+        "adminDid": club.alice["did"], "name": "triage", "capabilities": ["reports.review"]})
+    assert made.status == 201, made.text
+    assert made.json()["capabilities"] == ["reports.review"]
+    given = await club.api.post(club.api.path(club.did, f"/members/{club.carol['did']}/roles"),
+                                {"adminDid": club.alice["did"], "role": "triage"})
+    assert given.status == 200, given.text
+    queue = await club.queue(club.carol)
+    assert queue.status == 200, queue.text
+    assert [g["subject"] for g in queue.json()["groups"]] == [club.erin["did"]]
+    # the record on the community's PDS names the capability
+    async with httpx.AsyncClient() as http:
+        got = await http.get(f"{devnet.pds_url}/xrpc/com.atproto.repo.getRecord", params={
+            "repo": club.did, "collection": "community.commonroom.roles", "rkey": "self"})
+    assert got.status_code == 200
+    assert got.json()["value"]["roles"][0]["capabilities"] == ["reports.review"]
+
+    undeclared = await club.api.post(club.api.path(club.did, "/roles"), {
+        "adminDid": club.alice["did"], "name": "ghost", "capabilities": ["reports.nothing"]})
+    assert undeclared.status == 400 and undeclared.json()["error"] == "invalid_request", undeclared.text
+    assert "capabilities[0]" in undeclared.text

@@ -47,6 +47,8 @@ ROLE_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # always fullmatch: `$` also ma
 MAX_ROLES = 50           # custom roles per community
 MAX_COLLECTIONS = 50     # collections per role
 MAX_DESCRIPTION = 300
+MAX_CAPABILITIES = 100   # community-wide capabilities per role (the roles record's lexicon)
+MAX_CAPABILITY_NAME = 128
 
 
 def require_capability(status: MemberStatus | None, capability: str, collection: str | None = None) -> None:
@@ -114,6 +116,11 @@ def role_fields(body: Mapping[str, Any], extra: frozenset[str] = frozenset()) ->
         if cap not in CATALOGUE and cap not in extra:
             raise validate.invalid(f"capabilities[{i}]", "must be one of " + ", ".join(
                 [c for c in CATALOGUE if c not in PER_COLLECTION] + sorted(extra)))
+        if len(cap) > MAX_CAPABILITY_NAME:   # a plugin's overlong name: the roles record cannot hold it
+            raise validate.invalid(f"capabilities[{i}]", f"a role can only grant capabilities of at most "
+                                   f"{MAX_CAPABILITY_NAME} characters")
+    if len(set(caps)) > MAX_CAPABILITIES:
+        raise validate.invalid("capabilities", f"must have at most {MAX_CAPABILITIES} capabilities")
     grants = body.get("collections", [])
     if not isinstance(grants, list):
         raise validate.invalid("collections", "must be a list of {collection, capabilities}")
