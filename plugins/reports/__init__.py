@@ -15,6 +15,12 @@ HERE = Path(__file__).parent
 
 
 @hookimpl
+def cr_config_section() -> tuple[str, type]:
+    from plugins.reports.settings import ReportsConfig
+    return ("reports", ReportsConfig)
+
+
+@hookimpl
 def cr_plugin_requires() -> list[str]:
     # its table references the communities'; members and bans are theirs, records the records'
     return ["communities", "records"]
@@ -57,3 +63,12 @@ def cr_web_links() -> list[Link]:
 def cr_routes(app: Any) -> list[tuple]:
     from plugins.reports import handlers, pages
     return handlers.routes() + pages.routes()
+
+
+@hookimpl
+def cr_startup(app: Any) -> None:
+    config = app.config.plugin("reports")
+    # a follower's copy is pruned by its primary; 0 keeps settled reports for good
+    if not app.read_only and config.settled_retention_days:
+        from plugins.reports.retention import prune_settled
+        app.spawn_periodic("reports.retention", config.prune_interval_seconds, lambda first: prune_settled(app))

@@ -68,3 +68,12 @@ async def resolve_tx(tx: Transaction, report_id: int, *, status: str, outcome: s
         "UPDATE reports SET status = ?, outcome = ?, note = ?, reviewer_did = ?, resolved_at = ? "
         "WHERE id = ? AND status = 'open'", (status, outcome, note, reviewer_did, now, report_id))
     return cur.rowcount == 1
+
+
+async def prune_settled_tx(tx: Transaction, cutoff: str, limit: int) -> int:
+    """Delete at most `limit` settled reports resolved before `cutoff`, oldest first; never
+    an open one. How many went."""
+    cur = await tx.execute(
+        "DELETE FROM reports WHERE id IN (SELECT id FROM reports WHERE status != 'open' AND resolved_at < ? "
+        "ORDER BY resolved_at LIMIT ?)", (cutoff, limit))
+    return int(cur.rowcount)
