@@ -98,7 +98,13 @@ async def test_a_member_reports_a_record_and_a_member_and_a_moderator_resolves_b
     bystander = await Api.make(app, client, owner="did:plc:otherowner")   # sees the open community, not trusted
     await subscribe(client, bystander.key, other, ["report.created", "report.resolved", "member.joined"])
 
+    # Dave posts, then the moderator bans him: his record stays in the community to be reported
     post = await club.record(club.dave, "Buy cheap watches")
+    banned = await club.api.post(club.api.path(club.did, "/bans"), {
+        "adminDid": club.bob["did"], "memberDid": club.dave["did"], "reason": "Spam everywhere"})
+    assert banned.status == 201, banned.text
+    assert (await club.api.check(club.did, club.dave["did"]))["isMember"] is False
+    assert await on_pds(devnet, club.did, post["rkey"])
     first = await club.report(club.carol, post["uri"], "spam", text="Advertising, again")
     assert first.status == 201, first.text
     second = await club.report(club.carol, club.erin["did"], "harassment")
@@ -165,6 +171,11 @@ async def test_a_member_reports_a_record_and_a_member_and_a_moderator_resolves_b
     audit = await club.api.audit(club.did, club.alice["did"])
     actions = [e["action"] for e in audit]
     assert actions.count("report.created") == 3 and actions.count("report.resolved") == 2
+    assert "member.banned" in actions
+    decisions = {(e["actorDid"], e["metadata"]["subject"], e["metadata"]["decision"]) for e in audit
+                 if e["action"] == "report.resolved"}
+    assert decisions == {(club.bob["did"], post["uri"], "record_removed"),
+                         (club.bob["did"], club.erin["did"], "dismissed")}
 
 
 async def test_reviewers_ban_and_remove_members_only_through_a_trusted_app(app, client, devnet, people):
