@@ -1,7 +1,7 @@
 """The reports pages in headless Chromium (issue 24 item 4, acceptance): a member reports
 through the form, the moderator resolves from the queue, the reporter reads the outcome;
 with JavaScript on and off, axe finds nothing serious or critical, nothing scrolls sideways
-at 390 px, and each page is screenshotted at 1280 and 390 px."""
+at 390 px, every page carries the CSP without 'unsafe-inline', and each page is screenshotted at 1280 and 390 px."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ async def test_report_resolve_and_read_the_outcome_in_a_browser(app, client, dev
     out.mkdir(parents=True, exist_ok=True)
     pages = Pages(out, js)
     base = client.base_url
+    documents: list = []    # every page the browser loaded, redirects and posts' answers included
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
         try:
@@ -35,6 +36,7 @@ async def test_report_resolve_and_read_the_outcome_in_a_browser(app, client, dev
                 session = await login_as(app, person["did"], person["handle"])
                 context = await browser.new_context(java_script_enabled=js)
                 await context.add_cookies([{"name": "sid", "value": session.sid, "url": base}])
+                context.on("response", lambda r: documents.append(r) if r.request.resource_type == "document" else None)
                 return await context.new_page()
 
             carol = await as_person(club.carol)
@@ -61,6 +63,12 @@ async def test_report_resolve_and_read_the_outcome_in_a_browser(app, client, dev
             text = await carol.content()
             assert "Acted on: the member was removed" in text and club.bob["did"] not in text
             await pages.check(carol, "my-reports")
+            # every page came with the strict CSP: nothing inline allowed
+            shown = [r for r in documents if not 300 <= r.status < 400]   # a 303 has no body to police
+            assert len(shown) >= 5   # the form, its answer, the queue, the queue after, my reports
+            for resp in shown:
+                csp = await resp.header_value("content-security-policy") or ""
+                assert "default-src 'none'" in csp and "unsafe-inline" not in csp, (resp.url, csp)
         finally:
             await browser.close()
     assert (await club.api.check(club.did, club.dave["did"]))["isMember"] is False
