@@ -5,6 +5,7 @@ reports with their status (``/reports/mine``, linked from their home page)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +21,23 @@ ACTION_WORDS = {"dismiss": "Dismiss", "remove_record": "Remove the record", "rem
                 "ban_member": "Ban the member"}
 OUTCOME_WORDS = {None: "Open", "dismissed": "Dismissed", "record_removed": "Acted on: the record was removed",
                  "member_removed": "Acted on: the member was removed", "member_banned": "Acted on: the member was banned"}
+
+DATE_FORMAT = "%-d %b %Y, %H:%M UTC"   # the site's one date format (docs/web.md)
+
+
+def shown_date(stamp: str | None) -> str:
+    """An ISO timestamp as the site shows dates: "26 Nov 2026, 14:20 UTC" (the page's
+    script turns `<time data-local>` into the reader's own time zone when it runs)."""
+    if not stamp:
+        return ""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone.utc).strftime(DATE_FORMAT)
+    except ValueError:
+        return stamp
+
+
+def reason_words(reason: str) -> str:
+    return reason.capitalize().replace("-", " ")
 
 
 def _field(exc: ApiError) -> str:
@@ -86,7 +104,8 @@ class QueuePage(PageHandler):
         self.render_page("queue.html", title=f"Reports of {community.name}", community=community,
                          groups=await reports.queue(self.app, community),
                          resolved=await reports.recent_resolved(self.app, community, limit=20),
-                         actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS,
+                         actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,
+                         reason_words=reason_words,
                          max_note=MAX_NOTE, errors=None)
 
 
@@ -118,7 +137,8 @@ class ResolveAction(PageHandler):
             self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status,
                              community=community, groups=await reports.queue(self.app, community),
                              resolved=await reports.recent_resolved(self.app, community, limit=20),
-                             actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS,
+                             actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,
+                             reason_words=reason_words,
                              max_note=MAX_NOTE, errors=SimpleNamespace(general=[exc.message], fields={}))
             return
         self.see_other(f"/c/{quote(community.handle)}/settings/reports",
@@ -143,7 +163,8 @@ class MinePage(PageHandler):
                 names[row["community_did"]] = await reports.communities(self.app).community(row["community_did"])
         items = [{**reports.own_json(r), "community": names[r["community_did"]]} for r in rows
                  if names[r["community_did"]] is not None]
-        self.render_page("mine.html", title="My reports", items=items, outcome_words=OUTCOME_WORDS)
+        self.render_page("mine.html", title="My reports", items=items, outcome_words=OUTCOME_WORDS,
+                         date=shown_date, reason_words=reason_words)
 
 
 def routes() -> list[tuple]:
