@@ -79,7 +79,7 @@ async def test_a_moderator_approves_bans_and_reads_the_history_through_the_pages
         nav = b_page.get_by_role("navigation", name="Settings sections", exact=True)
         if js:  # only the sidebar is shown at this width; the menu's copy is hidden
             assert [t.strip() for t in await nav.get_by_role("link").all_inner_texts()][1:] == \
-                ["Requests", "Members", "Bans", "Invites", "History", "Reports"]   # the moderator role holds reports.review
+                ["Requests", "Members", "Bans", "Invites", "Reports", "History"]   # the moderator role holds reports.review
         await pages.check(b_page, "moderator-requests")
         await b_page.get_by_role("button", name=f"Approve {dave['handle']}").click()
         await b_page.wait_for_url(re.compile(r"/settings/requests\?done=approved"))

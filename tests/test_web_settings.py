@@ -60,7 +60,8 @@ async def test_a_moderator_sees_exactly_the_sections_their_role_opens(client, ap
     member = await login_as(app, "did:plc:setmember", "setmember.test")
 
     page = (await client.get(f"/c/{did}/settings", **cookie(owner))).text
-    assert nav(page) == ["General", "Pictures", "Requests", "Members", "Roles", "Bans", "Invites",
+    # the order; Reports is the reports plugin's link (slot community.settings)
+    assert nav(page) == ["General", "Pictures", "Requests", "Members", "Roles", "Bans", "Invites", "Reports",
                          "Trusted apps", "History", "Danger zone"]
     assert '<details class="settings-menu">' in page  # the same list as a menu on narrow screens
 
@@ -68,7 +69,8 @@ async def test_a_moderator_sees_exactly_the_sections_their_role_opens(client, ap
     resp = await client.get(f"/c/{did}/settings", **cookie(mod))
     assert resp.status == 303 and resp.headers["Location"].endswith("/settings/requests")
     page = (await client.get(f"/c/{did}/settings/requests", **cookie(mod))).text
-    assert nav(page) == ["Requests", "Members", "Bans", "Invites", "History"]
+    # the moderator role holds reports.review while the reports plugin is on
+    assert nav(page) == ["Requests", "Members", "Bans", "Invites", "Reports", "History"]
     for path in ("members", "bans", "invites", "audit"):
         assert (await client.get(f"/c/{did}/settings/{path}", **cookie(mod))).status == 200, path
     # admin-only sections: a 403 page that names what is needed, never "try again"

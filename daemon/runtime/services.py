@@ -62,6 +62,8 @@ class CommunitiesService(Protocol):
         """Whether the user (an `Actor` or a DID) holds `capability` (a catalogue name, also
         a plugin's own from `cr_capabilities`) in the community: admins hold all; others
         what their roles grant; the moderator role what is declared ``moderator=True``."""
+    def status_holds(self, status: "MemberStatus", capability: str) -> bool:
+        """`holds` for a `MemberStatus` already read (`membership`), without a query."""
     async def audit_tx(self, tx: "Transaction", community_did: str, actor: "Actor | None", action: str,
                        words: str, *, target_did: str | None = None, reason: str | None = None,
                        details: dict[str, Any] | None = None) -> None:

@@ -47,11 +47,17 @@ class PublicCommunities:
         if declared is None:
             raise ValueError(f"no plugin declares the capability {capability!r} (cr_capabilities)")
         status = await self.membership(community_did, actor if isinstance(actor, str) else actor.did)
+        return self.status_holds(status, capability)
+
+    def status_holds(self, status: MemberStatus, capability: str) -> bool:
+        """`holds` for a status already read (a page that has it draws several links)."""
         if status.holds(capability):
             return True
         # the moderator role's grants are stored with its catalogue capabilities; a plugin's own
         # that it declares for moderators are held through the role itself
-        return status.is_member and declared.moderator and "moderator" in status.roles
+        declared = self.app.declarations.capabilities.get(capability)
+        return bool(status.is_member and declared is not None and declared.moderator
+                    and "moderator" in status.roles)
 
     async def audit_tx(self, tx: "Transaction", community_did: str, actor: Actor | None, action: str,
                        words: str, *, target_did: str | None = None, reason: str | None = None,

@@ -35,7 +35,10 @@ CAPABILITIES = [
 
 
 def _reviewer(values: dict) -> bool:
-    return values.get("me") is not None
+    """The settings link, for people holding reports.review (the slot's `holds`, where the
+    page gives it; the queue itself checks again)."""
+    holds = values.get("holds")
+    return values.get("me") is not None and (holds is None or holds("reports.review"))
 
 
 LINKS = [

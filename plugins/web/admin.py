@@ -31,7 +31,9 @@ async def section_page(handler: PageHandler, row: Any, key: str, *needs: str, do
     status = await sections.require(handler, row, *needs, doing=doing)
     path_of = community_path(row)
     return status, {"sections": sections.settings_sections(status, path_of, key), "path_of": path_of,
-                    "notice": await notice_of(handler, row)}
+                    "notice": await notice_of(handler, row),
+                    # for the plugins' settings links (slot community.settings): what the person holds
+                    "holds": lambda capability: handler.communities.status_holds(status, capability)}
 
 
 def community_names(row: Any, **more: Any) -> dict[str, Any]:

@@ -103,7 +103,7 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         # every {{ }} of a page: names from the network (profiles) lose their direction
         # overrides and zero-width spaces (daemon.http.validate.SPOOFING_CHARS)
         "xhtml_escape": shown_escape,
-        "when": when, "moment": moment, "needs": [],
+        "when": when, "moment": moment, "needs": [], "holds": None,
     }
     namespace.update(values)
     handler.finish(assets.templates.load(template).generate(**namespace))
