@@ -279,6 +279,9 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
     assert refused.status == 403 and "reports.review" in refused.text
     queue = await client.get(f"/c/{club.handle}/settings/reports", headers=cookie(bob))
     assert queue.status == 200 and club.dave["did"] in queue.text and "Rude to me" in queue.text
+    # people are named as the rest of the site names them: the reported member and the reporter by handle
+    assert f'Member @{club.dave["handle"]}' in queue.text or f'(@{club.dave["handle"]})' in queue.text, queue.text
+    assert f'from @{club.carol["handle"]}' in queue.text or f'(@{club.carol["handle"]}) on' in queue.text
     report_id = (await club.mine(club.carol)).json()["reports"][0]["id"]
     done = await client.post(f"/c/{club.handle}/settings/reports/{report_id}/resolve",
                              headers={**cookie(bob), "Content-Type": FORM},
@@ -300,6 +303,9 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
     assert mine.status == 200 and "Dismissed" in mine.text and club.bob["did"] not in mine.text
     assert "Acted on: the member was banned" in mine.text
     assert "Talked to both" not in mine.text
+    assert f'@{club.dave["handle"]}' in mine.text and f'@{club.erin["handle"]}' in mine.text
+    queue = await client.get(f"/c/{club.handle}/settings/reports", headers=cookie(bob))
+    assert f'@{club.bob["handle"]}' in queue.text   # the reviewer of the resolved ones
     history = await client.get(f"/c/{club.did}/settings/audit", headers=cookie(alice))
     assert "reported (harassment)" in history.text and "dismissed 1 report(s)" in history.text
 

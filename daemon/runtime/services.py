@@ -12,7 +12,7 @@ there. Everything not listed here is private to its plugin.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
@@ -81,6 +81,10 @@ class CommunitiesService(Protocol):
     async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
         """Whether the app may act for the community's admins: its creator app and apps an
         admin granted management (None, the service's own pages: yes)."""
+    async def profiles(self, dids: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        """How the site names people: ``{did: {"handle", "displayName"}}`` from the profile
+        cache the member pages read, for the DIDs it knows (unknown DIDs are left out; at
+        most 1000 DIDs, ValueError beyond)."""
 
     # the JSON routes' and the web pages' own
 

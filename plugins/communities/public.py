@@ -5,13 +5,16 @@ plugin's own words, and the moderation commands (the same commands the API runs)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from daemon.plugin import Community, is_did
 from daemon.security.access import (NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community,
                                    member_status)
 from plugins.communities import bans, queries, service, steps
 from store import communities as communities_store
+from store import members as members_store
+
+MAX_PROFILES = 1000   # DIDs one `profiles` call may ask for
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, Row, Transaction
@@ -79,6 +82,13 @@ class PublicCommunities:
 
     async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
         return await app_manages_community(self.app.db, community_did, app_id)
+
+    async def profiles(self, dids: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        wanted = list(dict.fromkeys(dids))
+        if len(wanted) > MAX_PROFILES:
+            raise ValueError(f"profiles: at most {MAX_PROFILES} DIDs at once, not {len(wanted)}")
+        rows = await members_store.profiles(self.app.db, wanted)
+        return {did: {"handle": row["handle"], "displayName": row["display_name"]} for did, row in rows.items()}
 
     async def _active(self, community_did: str) -> "Row":
         row = await communities_store.get_community(self.app.db, community_did)

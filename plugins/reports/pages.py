@@ -40,6 +40,31 @@ def reason_words(reason: str) -> str:
     return reason.capitalize().replace("-", " ")
 
 
+async def namer(app: Any, dids: list[str | None]) -> Any:
+    """How the pages name people, as the rest of the site does: the display name and handle
+    from the profile cache (``Ann (@ann.test)``), the handle alone, or the DID if unknown."""
+    known = await reports.communities(app).profiles(d for d in dids if d)
+
+    def name(did: str | None) -> str:
+        profile = known.get(did or "")
+        if profile is None or not profile["handle"]:
+            return (profile or {}).get("displayName") or did or ""
+        handle = "@" + profile["handle"]
+        return f"{profile['displayName']} ({handle})" if profile["displayName"] else handle
+    return name
+
+
+def queue_dids(groups: list[dict[str, Any]], resolved: list[dict[str, Any]]) -> list[str | None]:
+    """The people the queue names: members reported, authors of records, reporters, reviewers."""
+    dids: list[str | None] = []
+    for g in groups:
+        dids += [g["subject"] if g["subjectKind"] == "member" else None, g["subjectDid"]]
+        dids += [r["reporterDid"] for r in g["reports"]]
+    for r in resolved:
+        dids += [r["subject"] if r["subjectKind"] == "member" else None, r["reviewerDid"]]
+    return dids
+
+
 def _field(exc: ApiError) -> str:
     for detail in exc.details or []:
         if isinstance(detail, dict) and detail.get("field"):
@@ -101,9 +126,10 @@ class QueuePage(PageHandler):
         actor = Actor(self.me["did"], None, proven=True)
         community = await reports.visible_community(self.app, ident, actor)
         await reports.require_reviewer(self.app, community, actor)
+        groups = await reports.queue(self.app, community)
+        resolved = await reports.recent_resolved(self.app, community, limit=20)
         self.render_page("queue.html", title=f"Reports of {community.name}", community=community,
-                         groups=await reports.queue(self.app, community),
-                         resolved=await reports.recent_resolved(self.app, community, limit=20),
+                         groups=groups, resolved=resolved, person=await namer(self.app, queue_dids(groups, resolved)),
                          actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,
                          reason_words=reason_words,
                          max_note=MAX_NOTE, errors=None)
@@ -134,9 +160,11 @@ class ResolveAction(PageHandler):
             if exc.status not in (400, 404, 409):
                 raise
             await reports.require_reviewer(self.app, community, actor)
+            groups = await reports.queue(self.app, community)
+            resolved = await reports.recent_resolved(self.app, community, limit=20)
             self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status,
-                             community=community, groups=await reports.queue(self.app, community),
-                             resolved=await reports.recent_resolved(self.app, community, limit=20),
+                             community=community, groups=groups, resolved=resolved,
+                             person=await namer(self.app, queue_dids(groups, resolved)),
                              actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,
                              reason_words=reason_words,
                              max_note=MAX_NOTE, errors=SimpleNamespace(general=[exc.message], fields={}))
@@ -163,7 +191,8 @@ class MinePage(PageHandler):
                 names[row["community_did"]] = await reports.communities(self.app).community(row["community_did"])
         items = [{**reports.own_json(r), "community": names[r["community_did"]]} for r in rows
                  if names[r["community_did"]] is not None]
-        self.render_page("mine.html", title="My reports", items=items, outcome_words=OUTCOME_WORDS,
+        name = await namer(self.app, [r["subject"] for r in items if r["subjectKind"] == "member"])
+        self.render_page("mine.html", title="My reports", items=items, person=name, outcome_words=OUTCOME_WORDS,
                          date=shown_date, reason_words=reason_words)
 
 
