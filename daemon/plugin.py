@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from daemon import __version__, hookimpl
 from daemon.atproto.proofs import UserMethod, prove_acting_user
-from daemon.atproto.syntax import (is_at_uri, is_cid, is_datetime, is_did, is_handle, is_nsid, is_rkey, is_tid,
+from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime, is_did, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, require_at_uri, require_did, require_handle,
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import Intent, WriteKind, pds, roll_back
@@ -35,7 +35,10 @@ from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameErr
 from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
                                      RecordsService, WebhooksService, WebService)
-from daemon.security.access import Actor, MemberStatus
+from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, AppSet, Audience, MemberStatus,
+                                    app_can_see, app_manages, app_manages_community, app_sees_roster,
+                                    event_audience, event_data_for, member_status, require_community,
+                                    require_manager)
 from store.db import Reader, Row, Transaction
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
@@ -55,7 +58,12 @@ __all__ = [
     # validation of input
     "validate", "invalid", "strip_spoofing", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",
-    "normalize_handle", "new_tid",
+    "normalize_handle", "new_tid", "nsid_problem",
+    # who may see what (communities and the roster; docs/communities.md "Visibility")
+    "member_status", "require_community", "require_manager", "app_can_see", "app_manages",
+    "app_manages_community", "app_sees_roster", "NOT_FOUND", "APP_NOT_TRUSTED", "ROSTER_HIDDEN",
+    # who hears of an event (decided at its commit; webhooks and the event stream)
+    "event_audience", "event_data_for", "AppSet", "Audience",
     # configuration
     "ConfigError", "check_range",
     # storage

@@ -37,7 +37,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "store.apps": _STORE_OTHER, "store.communities": _STORE_OTHER, "store.members": _STORE_OTHER,
         "store.db": "the queries module's Reader use " + _INTERNAL,
         "daemon.atproto.pds": "image URLs of community pictures: " + _INTERNAL,
-        "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
         "store.audit": "the history page's filters read the audit log: " + _INTERNAL,
     },
@@ -45,14 +44,11 @@ ALLOWED: dict[str, dict[str, str]] = {
         "store.events": "the events outbox, the core table plugins may read (docs/plugins.md)",
         "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
         "daemon.runtime.plugins": "call_hook for cr_events_needed: " + _INTERNAL,
-        "daemon.security.access": "the audience decided at commit (AppSet, Audience, event_data_for) and "
-                                  "require_community (item 2 moves them behind CommunitiesService)",
     },
     "webhooks": {
         "store.webhooks": _STORE_OWN, "store.apps": _STORE_OTHER,
         "daemon.runtime.events": "managers_only, a declared kind's audience at fan-out: " + _INTERNAL,
         "daemon.runtime.retention": "the pace of bounded pruning batches (BATCH, PAUSE_SECONDS): " + _INTERNAL,
-        "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {
@@ -66,7 +62,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
-        "daemon.atproto.syntax": "nsid_problem (not exported): " + _INTERNAL,
         "daemon.http.base": "encode_json, the member page's pre-encoded answer: " + _INTERNAL,
         "daemon.http.lean": "the lean membership/check route (lean.py: issue 23 item 8)",
         "daemon.runtime.cli": "`from daemon.runtime import cli` (fail, progress: exported; a mechanical change left)",
@@ -75,9 +70,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "records": {
         "store.records": _STORE_OWN, "store.record_permissions": _STORE_OWN, "store.audit": _STORE_OTHER,
-        "daemon.security.access": "visibility rules (item 2 moves them behind CommunitiesService)",
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
-        "daemon.atproto.syntax": "nsid_problem (not exported): " + _INTERNAL,
         "daemon.atproto.writes": "the write path's internals, wrapped by records/writes.py (item 7 removes it)",
     },
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.security.access import MemberStatus, member_status, require_manager
+from daemon.plugin import MemberStatus, member_status, require_manager
 from daemon.plugin import ApiError, Row, pds
 from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person,

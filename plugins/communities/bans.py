@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.security.access import member_status, require_manager
+from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Row, emit_tx, pds
 from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person)

@@ -16,7 +16,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from daemon.plugin import ApiError, MemberStatus, validate
-from daemon.atproto.syntax import nsid_problem
+from daemon.plugin import nsid_problem
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
 CATALOGUE: dict[str, str] = {
@@ -63,7 +63,7 @@ def require_capability(status: MemberStatus | None, capability: str, collection:
 
 async def require_capability_of(app: Any, community_did: str, did: str, capability: str) -> MemberStatus:
     """:func:`require_capability` for the member `did` of the community (one indexed read)."""
-    from daemon.security.access import member_status
+    from daemon.plugin import member_status
     status = await member_status(app.db, community_did, did)
     require_capability(status, capability)
     return status

@@ -175,7 +175,7 @@ class Communities(PublicCommunities):
     async def list_bans(self, row: "Row", actor: "Actor", *, limit: int,
                         before_id: int | None) -> list[dict[str, Any]]:
         """The bans in force, newest first (`id` for the next page's `before_id`)."""
-        from daemon.security.access import member_status
+        from daemon.plugin import member_status
         from store import bans as bans_store
         async with self._denials_audited(row, actor, "membership.listBans"):
             capabilities.require_capability(await member_status(self.app.db, row["did"], actor.did), "members.ban")

@@ -15,7 +15,7 @@ import hashlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.security.access import member_status, require_manager
+from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Row, Transaction
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import Actor, active_tx, audit_tx

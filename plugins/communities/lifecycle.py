@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.security.access import member_status, require_manager
+from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Row, emit_tx, new_tid, pds, roll_back
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, admins_record, audit_tx,
                                        community_lock, community_repo_for, fetch_profile, let_finish,

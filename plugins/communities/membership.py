@@ -8,8 +8,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from daemon.security.access import (NOT_FOUND, app_manages, member_status,
-                           require_manager)
+from daemon.plugin import NOT_FOUND, app_manages, member_status, require_manager
 from daemon.plugin import ApiError, Intent, Row, Transaction, emit_tx, new_tid, pds, roll_back
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_tx, admins_list,

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from daemon.plugin import Community, is_did
-from daemon.security.access import (NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community,
-                                   member_status)
+from daemon.plugin import NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community, member_status
 from plugins.communities import bans, queries, service, steps
 from store import communities as communities_store
 from store import members as members_store

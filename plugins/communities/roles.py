@@ -18,7 +18,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from daemon.security.access import member_status, require_manager
+from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Intent, Row, WriteKind, emit_tx, pds
 from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
                                        community_repo_for, nsid, require_role)

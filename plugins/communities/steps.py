@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import unquote
 
-from daemon.security.access import NOT_FOUND, Actor, MemberStatus
+from daemon.plugin import NOT_FOUND, Actor, MemberStatus
 from daemon.plugin import ApiError, Reader, Row, Transaction, is_did, pds
 from store import audit as audit_store
 from store import communities as communities_store

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.security.access import member_status
+from daemon.plugin import member_status
 from daemon.plugin import ApiError, Intent, WriteKind
 from daemon.sync import Interest, SyncEvent
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,

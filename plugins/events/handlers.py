@@ -16,7 +16,7 @@ from daemon.plugin import is_did
 from daemon.http.base import (SERVER_HEADER, ApiError, RequestLogic, BaseHandler, decode_cursor, encode_cursor,
                               encode_json, error_for)
 from daemon.plugin import CURSOR, DID, STRING, Response, arr, obj, operation, query
-from daemon.security.access import require_community
+from daemon.plugin import require_community
 from plugins.events.stream import (CLOSE_CURSOR_EXPIRED, MAX_LIMIT, MAX_WAIT, EventStream, Filter, Subscriber,
                                    event_message, parse_kinds, stream_of)
 

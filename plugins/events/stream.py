@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from daemon.plugin import ApiError, encode_cursor
-from daemon.security.access import AppSet, Audience, event_data_for
+from daemon.plugin import AppSet, Audience, event_data_for
 from store import events as store
 from daemon.plugin import Row
 

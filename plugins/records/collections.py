@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from daemon.atproto.syntax import nsid_problem
+from daemon.plugin import nsid_problem
 from daemon.plugin import ApiError, Row
 from store import records as store
 

@@ -16,8 +16,7 @@ from urllib.parse import unquote
 from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
                            STRING_OR_NULL, UserMethod, arr, encode_cursor, invalid, is_did, new_tid,
                            nullable, obj, operation, page, query, require_did, require_nsid, require_rkey)
-from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster,
-                                    member_status, require_community, require_manager)
+from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster, member_status, require_community, require_manager
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
 from store import audit as audit_store

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from daemon.plugin import ApiError, MemberStatus, invalid
-from daemon.atproto.syntax import nsid_problem
+from daemon.plugin import nsid_problem
 from store import record_permissions as store
 
 ACTIONS = ("create", "update", "delete")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError
 from daemon.plugin import Actor
-from daemon.security.access import APP_NOT_TRUSTED, app_manages, member_status, require_community
+from daemon.plugin import APP_NOT_TRUSTED, app_manages, member_status, require_community
 from plugins.records import permissions, writes
 from plugins.records.collections import policy
 from store import records as store

@@ -48,7 +48,7 @@ class SettingsPage(PageHandler):
     login_required = True
 
     async def get(self, ident: str) -> None:
-        from daemon.security.access import member_status
+        from daemon.plugin import member_status
         row = await community_row(self, ident)
         status = await member_status(self.app.db, row["did"], self.principal.did)
         if not status.is_admin:

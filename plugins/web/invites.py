@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.security.access import member_status
+from daemon.plugin import member_status
 from daemon.plugin import ApiError, iso
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.developer import when

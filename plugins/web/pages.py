@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.security.access import member_status
+from daemon.plugin import member_status
 from daemon.plugin import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import PLUGIN_STATIC_PATTERN, STATIC_PATTERN, StaticHandler

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from daemon.plugin import ApiError
-from daemon.security.access import MemberStatus, member_status
+from daemon.plugin import MemberStatus, member_status
 
 ADMIN = "admin"        # admins only (the profile, pictures, roles, trusted apps, danger zone)
 PRIMARY = "primary"    # the primary admin only (delete, hand over)

@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from daemon.plugin import ApiError
-from daemon.security.access import Actor, require_community
+from daemon.plugin import Actor, require_community
 from plugins.web import queries
 from plugins.web.base import PageHandler
 

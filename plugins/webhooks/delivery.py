@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.plugin import Event, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
 from daemon.runtime.events import managers_only
-from daemon.security.access import event_audience, event_data_for
+from daemon.plugin import event_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError, Row, Transaction, is_did, iso, validate
 from daemon.security.netguard import TargetRefused
-from daemon.security.access import app_can_see
+from daemon.plugin import app_can_see
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
 from store import webhooks as store
