@@ -31,6 +31,7 @@ from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.clock import Clock, FakeClock, iso
 from daemon.runtime.config import ConfigError, check_range
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
+from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
@@ -75,6 +76,8 @@ __all__ = [
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     "RecordsService",
+    # background clean-up in bounded batches
+    "prune_in_batches",
     # time
     "Clock", "FakeClock", "iso",
     # the command line

@@ -48,7 +48,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "webhooks": {
         "store.webhooks": _STORE_OWN, "store.apps": _STORE_OTHER,
         "daemon.runtime.events": "managers_only, a declared kind's audience at fan-out: " + _INTERNAL,
-        "daemon.runtime.retention": "the pace of bounded pruning batches (BATCH, PAUSE_SECONDS): " + _INTERNAL,
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {

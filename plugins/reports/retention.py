@@ -5,19 +5,13 @@ reports are never removed, however old."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import Any
 
-from daemon.plugin import iso
+from daemon.plugin import iso, prune_in_batches
 from plugins.reports import store
-
-log = logging.getLogger("commonroom.reports")
 
 #: Reports removed by one transaction, at most.
 BATCH = 1000
-#: The pause between two batches.
-PAUSE_SECONDS = 0.05
 
 
 async def prune_settled(app: Any, batch: int = BATCH) -> int:
@@ -27,14 +21,9 @@ async def prune_settled(app: Any, batch: int = BATCH) -> int:
     if not days:
         return 0
     cutoff = iso(app.clock.time() - days * 86400)
-    total = 0
-    while True:
+
+    async def one_batch(limit: int) -> int:
         async with app.db.transaction("reports.prune") as tx:
-            removed = await store.prune_settled_tx(tx, cutoff, batch)
-        total += removed
-        if removed < batch:
-            break
-        await asyncio.sleep(PAUSE_SECONDS)
-    if total:
-        log.info("reports: pruned %d report(s) settled more than %d days ago", total, days)
-    return total
+            return await store.prune_settled_tx(tx, cutoff, limit)
+
+    return await prune_in_batches("reports.settled", one_batch, limit=batch)  # logs what it removed

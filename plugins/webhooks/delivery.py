@@ -313,7 +313,7 @@ class Dispatcher:
     async def prune(self, cutoff: str) -> int:
         """Remove settled deliveries completed before `cutoff`, a batch per transaction (a
         pending delivery is never removed)."""
-        from daemon.runtime.retention import prune_in_batches
+        from daemon.plugin import prune_in_batches
 
         async def batch(limit: int) -> int:
             async with self.app.db.transaction("webhooks.prune") as tx:
