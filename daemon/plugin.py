@@ -30,6 +30,7 @@ from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.clock import Clock, FakeClock, iso
 from daemon.runtime.config import ConfigError, check_range
+from daemon.runtime.locks import KeyedLocks
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
 from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
@@ -73,6 +74,7 @@ __all__ = [
     "emit_tx", "Event", "EVENT_TYPES", "EventKind",
     # acting for a user, writing to repos
     "UserMethod", "prove_acting_user", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
+    "KeyedLocks",
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     "RecordsService",

@@ -9,7 +9,6 @@ and one login per account is shared by all concurrent callers.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import logging
@@ -21,6 +20,7 @@ from daemon.atproto.identity import resolve_identity
 from daemon.atproto.pds import PdsError, RepoClient, check_service_url, xrpc
 from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
 from daemon.http.base import ApiError
+from daemon.runtime.locks import KeyedLocks
 from daemon.security.secretbox import SecretBoxError
 from daemon.http.validate import invalid
 from store import accounts as store
@@ -64,14 +64,12 @@ class AccountSessions:
 
     def __init__(self) -> None:
         self.sessions: dict[str, _Session] = {}
-        self.locks: dict[str, asyncio.Lock] = {}
+        self.locks = KeyedLocks()
         self.handle_domains: tuple[str, ...] | None = None
 
-    def lock(self, did: str) -> asyncio.Lock:
-        lock = self.locks.get(did)
-        if lock is None:
-            lock = self.locks[did] = asyncio.Lock()
-        return lock
+    def lock(self, did: str) -> Any:
+        """One refresh or login per account at a time (the one keyed-lock registry)."""
+        return self.locks.hold(did)
 
 
 # ------------------------------------------------------------------ sealing

@@ -1,5 +1,7 @@
-"""Per-key asyncio locks (one community, one record), for work that spans a PDS call and
-a transaction. They live in this process: one daemon per database."""
+"""Per-key asyncio locks (one community, one record, one account, one OAuth session), for
+work that spans a network call and a transaction. They live in this process: one daemon
+per database. This is the one keyed-lock registry: the write path (``app.writes``), the
+community accounts' sessions (``app.accounts``) and the OAuth grants each hold one."""
 
 from __future__ import annotations
 
@@ -9,22 +11,29 @@ from typing import AsyncIterator
 
 
 class KeyedLocks:
-    """asyncio locks by key, forgotten when nobody holds or waits for them."""
+    """asyncio locks by key, forgotten when nobody holds or waits for them (each key counts
+    its users, so no private attribute of :class:`asyncio.Lock` is read)."""
 
     def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     def __len__(self) -> int:
         return len(self._locks)
 
     def busy(self, key: str) -> bool:
-        lock = self._locks.get(key)
-        return lock is not None and lock.locked()
+        entry = self._locks.get(key)
+        return entry is not None and entry[0].locked()
 
     @asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            yield
-        if not lock.locked() and not getattr(lock, "_waiters", None):
-            self._locks.pop(key, None)
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)

@@ -6,16 +6,14 @@ A grant that can no longer be refreshed ends its session: the next request gets 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, AsyncIterator, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 from joserfc.jwk import ECKey
 
-from daemon.plugin import ApiError, Row, Transaction
+from daemon.plugin import ApiError, KeyedLocks, Row, Transaction
 from daemon.security.sessions import end_session
 from plugins.oauth.client import OAuthClient, OAuthError, ServerMeta, TokenSet, origin_of
 from plugins.oauth.config import OAuthConfig
@@ -54,7 +52,7 @@ class GrantManager:
         self.app = app
         self.client = client
         self.cfg = cfg
-        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._locks = KeyedLocks()
 
     # ---------------------------------------------------------------- storage
 
@@ -90,19 +88,8 @@ class GrantManager:
 
     # ---------------------------------------------------------------- refresh
 
-    @contextlib.asynccontextmanager
-    async def _session_lock(self, session_id: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(session_id, (asyncio.Lock(), 0))
-        self._locks[session_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[session_id]
-            if users <= 1:
-                del self._locks[session_id]
-            else:
-                self._locks[session_id] = (lock, users - 1)
+    def _session_lock(self, session_id: str) -> Any:
+        return self._locks.hold(session_id)
 
     def _expiring(self, grant: Grant) -> bool:
         return grant.access_expires_at - self.cfg.refresh_margin_seconds <= self.app.clock.time()
