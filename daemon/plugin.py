@@ -19,7 +19,8 @@ from daemon.atproto.proofs import UserMethod, prove_acting_user
 from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime, is_did, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, require_at_uri, require_did, require_handle,
                                    require_nsid, require_rkey)
-from daemon.atproto.writes import Intent, WriteKind, pds, roll_back
+from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
+                                   roll_back)
 from daemon.http.base import ApiError, BaseHandler, Principal, decode_cursor, encode_cursor
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
                                  STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
@@ -74,7 +75,7 @@ __all__ = [
     "emit_tx", "Event", "EVENT_TYPES", "EventKind",
     # acting for a user, writing to repos
     "UserMethod", "prove_acting_user", "Actor", "MemberStatus", "pds", "roll_back", "WriteKind", "Intent",
-    "KeyedLocks",
+    "KeyedLocks", "Command", "Plan", "Run", "KEEP", "DROP_UNWRITTEN", "ROLL_BACK",
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     "RecordsService",

@@ -70,7 +70,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "records": {
         "store.records": _STORE_OWN, "store.record_permissions": _STORE_OWN, "store.audit": _STORE_OTHER,
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
-        "daemon.atproto.writes": "the write path's internals, wrapped by records/writes.py (item 7 removes it)",
     },
 }
 

@@ -223,3 +223,14 @@ async def test_commit_counter_moves_even_if_the_committing_caller_is_cancelled(t
         assert db.commits == 1
     finally:
         await db.close()
+
+
+async def test_a_task_holding_a_key_holds_it_again_without_waiting():
+    from daemon.runtime.locks import KeyedLocks
+    locks = KeyedLocks()
+    async with locks.hold("a"):
+        async with asyncio.timeout(1):
+            async with locks.hold("a"):  # the same task: no deadlock
+                assert locks.busy("a")
+        assert locks.busy("a")
+    assert len(locks) == 0 and not locks.busy("a")

@@ -20,6 +20,13 @@ intent must be before it is settled, and which other locks settling needs. A kin
 ``settle`` raises is tried again after a backoff doubling from its ``settle_after`` up to
 its ``max_backoff`` (kept in the row, so it survives a restart; the start-up pass ignores
 it).
+
+A plugin writes this line as a :class:`Command` and runs it with :meth:`Writes.run`: the
+runner holds the command's locks, records the intent its check plans, opens the repo, runs
+its PDS writes under the command's PDS-error policy (keep the intent for the reconciler,
+drop it when the PDS surely did not write, or roll back what was written), and commits the
+local transaction that finishes the intent; a refusal found at the commit rolls back what
+the command wrote. Nobody writes that sequence by hand.
 """
 
 from __future__ import annotations
@@ -94,6 +101,107 @@ async def roll_back(repo: Any, written: Sequence[tuple[str, str]]) -> bool:
             log.warning("could not roll back %s/%s on %s: %r", collection, rkey, repo.did, exc)
             undone = False
     return undone
+
+
+# ------------------------------------------------------------------ commands
+
+#: PDS-error policies of a :class:`Command` (its ``on_pds_error``).
+KEEP = "keep"                      # the intent stays: the reconciler settles the write
+DROP_UNWRITTEN = "drop_unwritten"  # dropped if the PDS surely did not write, else kept
+ROLL_BACK = "roll_back"            # what was written is deleted; dropped if all of it was
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The intent a command's check plans: recorded in the check's own transaction."""
+
+    key: str
+    operation: str
+    rkey: str | None = None
+    payload: dict[str, Any] | None = None
+    community_did: str | None = None
+    reuse: bool = True
+
+
+class Command:
+    """One write to a repo on a PDS, run by ``app.writes.run(command)`` (steps 1-4 above).
+
+    Subclass it and override what the write needs:
+
+    * :attr:`kind` (its ``WriteKind``), :attr:`name` (the label of its transactions);
+    * :meth:`locks`: the lock keys held, in this order, from the check to the commit;
+    * :meth:`check` ``(tx)``: refuse (raise an ``ApiError``; nothing is written) and
+      return the :class:`Plan` of its intent, or None when there is nothing to write to
+      the PDS (the commit still runs);
+    * :meth:`repo`: the repo to write (opened after the intent is recorded);
+    * :meth:`write` ``(run)``: the PDS writes, through ``run.put`` / ``run.delete``;
+    * :meth:`commit` ``(tx, run)``: the local transaction (index, event, audit); the
+      runner finishes the intent in it first (``run.ours`` is False if it had been
+      settled elsewhere). ``run.refuse(error, undo)`` refuses after all: the transaction
+      commits, then the records in ``undo`` are deleted and `error` is raised;
+    * :attr:`on_pds_error` (:data:`KEEP`, :data:`DROP_UNWRITTEN`, :data:`ROLL_BACK`),
+      :attr:`refusal_is_callers`, and :meth:`failed` / :meth:`commit_failed` to word the
+      answer of a failed PDS write or local commit.
+    """
+
+    name: str = "write"
+    kind: str | None = None
+    on_pds_error: str = KEEP
+    refusal_is_callers: bool = False
+
+    def locks(self) -> Sequence[str]:
+        return ()
+
+    async def check(self, tx: Transaction) -> Plan | None:
+        return None
+
+    async def repo(self) -> Any:
+        return None
+
+    async def write(self, run: "Run") -> None:
+        return None
+
+    async def commit(self, tx: Transaction, run: "Run") -> Any:
+        return None
+
+    def failed(self, answer: ApiError, run: "Run", maybe_written: bool) -> ApiError:
+        """The answer for a failed PDS write (after the policy ran)."""
+        return answer
+
+    def commit_failed(self, exc: Exception, run: "Run") -> BaseException:
+        """What a failed local commit raises (by default the failure itself)."""
+        return exc
+
+
+@dataclass
+class Run:
+    """One command being run: its intent, repo, what it wrote, and its results."""
+
+    command: Command
+    intent: "Intent | None" = None
+    repo: Any = None
+    written: list[tuple[str, str]] = field(default_factory=list)
+    results: list[Any] = field(default_factory=list)
+    ours: bool = True
+    refusal: ApiError | None = None
+    undo: list[tuple[str, str]] = field(default_factory=list)
+
+    async def put(self, collection: str, rkey: str, record: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """``putRecord`` (options: ``swap_record``, ``create_only``); remembered for a roll-back."""
+        out = await self.repo.put_record(collection, rkey, record, **options)
+        self.written.append((collection, rkey))
+        self.results.append(out)
+        return out
+
+    async def delete(self, collection: str, rkey: str, **options: Any) -> None:
+        """``deleteRecord`` (option: ``swap_record``)."""
+        await self.repo.delete_record(collection, rkey, **options)
+
+    def refuse(self, error: ApiError, undo: Sequence[tuple[str, str]] = ()) -> None:
+        """From the commit: refuse after all (the transaction still commits; then the
+        records in `undo` are deleted from the repo and `error` is raised)."""
+        self.refusal = error
+        self.undo = list(undo)
 
 
 # ------------------------------------------------------------------ intents and kinds
@@ -183,6 +291,64 @@ class Writes:
 
     def busy(self, key: str) -> bool:
         return self.locks.busy(key)
+
+    # ---------------------------------------------------------------- commands
+
+    async def run(self, command: Command) -> Any:
+        """Run `command` (see :class:`Command`): its result, or the refusal or failure."""
+        async with AsyncExitStack() as held:
+            for key in command.locks():
+                await held.enter_async_context(self.lock(key))
+            return await self._run_locked(command)
+
+    async def _run_locked(self, command: Command) -> Any:
+        run = Run(command)
+        async with self.app.db.transaction(f"{command.name}.check") as tx:
+            plan = await command.check(tx)
+            if plan is not None:
+                if command.kind is None:
+                    raise ValueError(f"the command {command.name} plans an intent but names no kind")
+                run.intent = await self.begin_tx(
+                    tx, kind=command.kind, key=plan.key, operation=plan.operation, rkey=plan.rkey,
+                    payload=plan.payload, community_did=plan.community_did, reuse=plan.reuse)
+        if run.intent is not None:
+            run.repo = await command.repo()
+            try:
+                await command.write(run)
+            except Exception as exc:  # noqa: BLE001 (every failure has its answer)
+                raise await self._pds_failed(run, exc) from None
+        try:
+            async with self.app.db.transaction(command.name) as tx:
+                if run.intent is not None:
+                    run.ours = await self.finish_tx(tx, run.intent)
+                result = await command.commit(tx, run)
+        except Exception as exc:
+            failure = command.commit_failed(exc, run)
+            if failure is exc:
+                raise
+            raise failure from None
+        if run.refusal is not None:
+            if run.undo:
+                await roll_back(run.repo, run.undo)
+            raise run.refusal
+        return result
+
+    async def _pds_failed(self, run: Run, exc: Exception) -> ApiError:
+        """The PDS-error policy: the answer, after keeping, dropping or rolling back."""
+        command, intent = run.command, run.intent
+        assert intent is not None
+        answer = pds_failure(exc, refusal_is_callers=command.refusal_is_callers)
+        maybe_written = not surely_not_written(exc)
+        if command.on_pds_error == ROLL_BACK:
+            if await roll_back(run.repo, run.written):
+                await self.drop(intent)  # else the reconciler deletes what is left
+        elif command.on_pds_error == DROP_UNWRITTEN:
+            if maybe_written:
+                log.warning("%s (%s) may or may not have reached the PDS (%r); left for the reconciler",
+                            intent.operation, intent.key, exc)
+            else:
+                await self.drop(intent)
+        return command.failed(answer, run, maybe_written)
 
     # ---------------------------------------------------------------- the user's own repo
 

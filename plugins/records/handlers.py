@@ -13,7 +13,7 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
+from daemon.plugin import (ApiError, BOOLEAN, pds, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
                            STRING_OR_NULL, UserMethod, arr, encode_cursor, invalid, is_did, new_tid,
                            nullable, obj, operation, page, query, require_did, require_nsid, require_rkey)
 from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster, member_status, require_community, require_manager
@@ -171,7 +171,7 @@ class RecordsBase(BaseHandler):
 
     async def repo(self, did: str) -> Any:
         from daemon.atproto.accounts import community_repo
-        return await writes.pds_call(community_repo(self.app, did))
+        return await pds(community_repo(self.app, did), refusal_is_callers=True)
 
 
 class RecordsHandler(RecordsBase):
@@ -207,13 +207,13 @@ class RecordsHandler(RecordsBase):
                 # A record the service did not write (the account's own, or put on the PDS
                 # directly) is never taken over, not even by a create carrying its exact
                 # value: the PDS would answer that putRecord as a no-op success.
-                if await writes.pds_call(repo.get_record(collection, rkey)) is not None:
+                if await pds(repo.get_record(collection, rkey), refusal_is_callers=True) is not None:
                     raise ApiError(409, "record_exists",
                                    f"{collection}/{rkey} already exists in the community's repo and "
                                    "was not written through this service; it cannot be replaced here.")
-                written = await writes.perform(self.app, repo, writes.Write(
+                written = await self.app.writes.run(writes.RecordWrite(self.app, repo, writes.Write(
                     "create", did, collection, rkey, record, None, author_did=user_did,
-                    user_did=user_did, app_id=self.principal.app_id))
+                    user_did=user_did, app_id=self.principal.app_id)))
         self.send_json({"uri": written["uri"], "cid": written["cid"], "rkey": rkey,
                         "collection": collection}, 201)
 
@@ -242,9 +242,9 @@ class RecordsHandler(RecordsBase):
             if writes.same_value(json.loads(row["value"]), record):
                 written = {"uri": row["uri"], "cid": row["cid"]}  # nothing changes: no write, no event
             else:
-                written = await writes.perform(self.app, await self.repo(did), writes.Write(
+                written = await self.app.writes.run(writes.RecordWrite(self.app, await self.repo(did), writes.Write(
                     "update", did, collection, rkey, record, row["cid"], author_did=row["author_did"],
-                    user_did=user_did, app_id=self.principal.app_id))
+                    user_did=user_did, app_id=self.principal.app_id)))
         self.send_json({"uri": written["uri"], "cid": written["cid"], "rkey": rkey,
                         "collection": collection})
 
@@ -331,9 +331,9 @@ class RecordHandler(CollectionHandler):
                 if row is None:
                     raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
                 await self.may_change(did, row, user_did, "delete")
-                await writes.perform(self.app, await self.repo(did), writes.Write(
+                await self.app.writes.run(writes.RecordWrite(self.app, await self.repo(did), writes.Write(
                     "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
-                    user_did=user_did, app_id=self.principal.app_id))
+                    user_did=user_did, app_id=self.principal.app_id)))
                 gone = {"uri": row["uri"], "cid": row["cid"]}
         self.send_json({"uri": gone["uri"], "cid": gone["cid"], "rkey": rkey, "collection": collection,
                         "deleted": True})

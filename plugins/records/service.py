@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError
+from daemon.plugin import ApiError, pds
 from daemon.plugin import Actor
 from daemon.plugin import APP_NOT_TRUSTED, app_manages, member_status, require_community
 from plugins.records import permissions, writes
@@ -53,8 +53,8 @@ class Records:
                                                                                             actor.app_id):
                 raise APP_NOT_TRUSTED(did, actor.app_id or "-")
             from daemon.atproto.accounts import community_repo
-            repo = await writes.pds_call(community_repo(app, did))
-            await writes.perform(app, repo, writes.Write(
+            repo = await pds(community_repo(app, did), refusal_is_callers=True)
+            await app.writes.run(writes.RecordWrite(app, repo, writes.Write(
                 "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
-                user_did=actor.did, app_id=actor.app_id))
+                user_did=actor.did, app_id=actor.app_id)))
         return {"uri": row["uri"], "cid": row["cid"], "collection": collection, "rkey": rkey, "deleted": True}

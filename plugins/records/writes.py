@@ -29,8 +29,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon.atproto import writes as core
-from daemon.plugin import ApiError, Intent, Transaction, WriteKind, emit_tx
+from daemon.plugin import (DROP_UNWRITTEN, ApiError, Command, Intent, Plan, Run, Transaction, WriteKind,
+                           emit_tx, pds)
 from store import records as store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,20 +53,6 @@ def same_value(a: Any, b: Any) -> bool:
     """The same record, whatever the key order."""
     return json.dumps(a, sort_keys=True, separators=(",", ":")) == \
         json.dumps(b, sort_keys=True, separators=(",", ":"))
-
-
-def pds_failure(exc: BaseException) -> ApiError:
-    """The answer for a failed PDS step (the core's policy; the record is the caller's, so
-    a record the PDS refuses as invalid is their 400)."""
-    return core.pds_failure(exc, refusal_is_callers=True)
-
-
-async def pds_call(step: Any) -> Any:
-    """Await a PDS call, turning any failure into its answer (:func:`pds_failure`)."""
-    return await core.pds(step, refusal_is_callers=True)
-
-
-surely_not_written = core.surely_not_written
 
 
 def _key(community_did: str, collection: str, rkey: str) -> str:
@@ -112,59 +98,76 @@ class Write:
         return f"at://{self.community_did}/{self.collection}/{self.rkey}"
 
 
-async def perform(app: "Application", repo: Any, write: Write) -> dict[str, Any]:
-    """Steps 2-4 for a request holding the record's lock; ``{"uri", "cid"}`` written.
+class RecordWrite(Command):
+    """Steps 2-4 of one record write, for a request holding the record's lock (it holds it
+    again, as its only lock): ``{"uri", "cid"}`` written.
 
-    Raises the PDS failure (the intent stays unless the PDS surely did not write),
-    or 500 ``index_failed`` when the record is on the PDS but could not be indexed (the
-    intent stays; the reconciler finishes it)."""
-    intent = await app.writes.begin(kind=KIND, key=_key(write.community_did, write.collection, write.rkey),
-                                    community_did=write.community_did, operation=write.op,
-                                    rkey=write.rkey, payload=write.payload(), reuse=False)
-    write = Write.from_intent(intent)
-    try:
-        if write.op == "delete":
-            await repo.delete_record(write.collection, write.rkey, swap_record=write.cid)
-            written = {"uri": write.uri, "cid": write.cid}
-        elif write.op == "create":
-            assert write.value is not None
-            written = await repo.put_record(write.collection, write.rkey, write.value, create_only=True)
+    A PDS failure is answered under the core's policy for records (:data:`DROP_UNWRITTEN`:
+    the intent stays unless the PDS surely did not write); a record on the PDS that could
+    not be indexed is 500 ``index_failed`` (the intent stays; the reconciler finishes it)."""
+
+    kind = KIND
+    on_pds_error = DROP_UNWRITTEN
+    refusal_is_callers = True  # the record is the caller's: one the PDS refuses is their 400
+
+    def __init__(self, app: "Application", repo: Any, write: Write) -> None:
+        self.app, self._repo, self.record = app, repo, write
+        self.name = f"records.{write.op}"
+
+    def locks(self) -> list[str]:
+        w = self.record
+        return [_key(w.community_did, w.collection, w.rkey)]
+
+    async def check(self, tx: Transaction) -> Plan:
+        w = self.record
+        return Plan(key=_key(w.community_did, w.collection, w.rkey), operation=w.op, rkey=w.rkey,
+                    payload=w.payload(), community_did=w.community_did, reuse=False)
+
+    async def repo(self) -> Any:
+        return self._repo
+
+    async def write(self, run: Run) -> None:
+        assert run.intent is not None
+        w = self.record = Write.from_intent(run.intent)
+        if w.op == "delete":
+            await run.delete(w.collection, w.rkey, swap_record=w.cid)
+            run.results.append({"uri": w.uri, "cid": w.cid})
+        elif w.op == "create":
+            assert w.value is not None
+            await run.put(w.collection, w.rkey, w.value, create_only=True)
         else:
-            assert write.value is not None
-            written = await repo.put_record(write.collection, write.rkey, write.value,
-                                            swap_record=write.cid)
-    except Exception as exc:  # noqa: BLE001
-        answer = pds_failure(exc)
-        if surely_not_written(exc):
-            await app.writes.drop(intent)
-        else:
-            log.warning("%s of %s may or may not have reached the PDS (%r); left for the reconciler",
-                        write.op, write.uri, exc)
-            answer = ApiError(answer.status, answer.code,
-                              f"{answer.message} The write may still have reached the repo: it is "
-                              "checked and finished or dropped shortly. Retry with the same rkey.",
-                              details={"rkey": write.rkey, "uri": write.uri})
-        raise answer from None
-    try:
-        async with app.db.transaction(f"records.{write.op}") as tx:
-            await finish_tx(app, tx, write, written)
-    except Exception:
-        log.exception("%s of %s reached the PDS but was not indexed; left for the reconciler",
-                      write.op, write.uri)
-        raise ApiError(500, "index_failed",
-                       "The change reached the community's repo but could not be recorded here; it "
-                       "is recorded shortly. Retry with the same rkey to confirm.",
-                       details={"rkey": write.rkey, "uri": write.uri}) from None
-    return written
+            assert w.value is not None
+            await run.put(w.collection, w.rkey, w.value, swap_record=w.cid)
+
+    async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
+        written = run.results[-1]
+        if not run.ours:
+            log.warning("the pending %s of %s was settled elsewhere", self.record.op, self.record.uri)
+            return written
+        await index_tx(self.app, tx, self.record, written)
+        return written
+
+    def failed(self, answer: ApiError, run: Run, maybe_written: bool) -> ApiError:
+        if not maybe_written:
+            return answer
+        w = self.record
+        return ApiError(answer.status, answer.code,
+                        f"{answer.message} The write may still have reached the repo: it is "
+                        "checked and finished or dropped shortly. Retry with the same rkey.",
+                        details={"rkey": w.rkey, "uri": w.uri})
+
+    def commit_failed(self, exc: Exception, run: Run) -> BaseException:
+        w = self.record
+        log.error("%s of %s reached the PDS but was not indexed; left for the reconciler",
+                  w.op, w.uri, exc_info=exc)
+        return ApiError(500, "index_failed",
+                        "The change reached the community's repo but could not be recorded here; it "
+                        "is recorded shortly. Retry with the same rkey to confirm.",
+                        details={"rkey": w.rkey, "uri": w.uri})
 
 
-async def finish_tx(app: "Application", tx: Transaction, write: Write, written: dict[str, Any]) -> bool:
-    """Step 4: index what the PDS holds, emit the event, delete the intent. False
-    (nothing done) if the intent is already gone: whoever removed it settled it."""
-    assert write.intent is not None
-    if not await app.writes.finish_tx(tx, write.intent):
-        log.warning("the pending %s of %s was settled elsewhere", write.op, write.uri)
-        return False
+async def index_tx(app: "Application", tx: Transaction, write: Write, written: dict[str, Any]) -> None:
+    """Step 4 (the intent already finished in `tx`): index what the PDS holds, emit the event."""
     did, collection, rkey = write.community_did, write.collection, write.rkey
     current = await store.get_record(tx, did, collection, rkey)
     now = app.clock.iso_now()
@@ -188,7 +191,6 @@ async def finish_tx(app: "Application", tx: Transaction, write: Write, written: 
             "userDid": write.user_did}
     await emit_tx(app, tx, event, community_did=did, data=data, app_id=write.app_id,
                   actor_did=write.user_did)
-    return True
 
 
 # ------------------------------------------------------------------ settling
@@ -202,7 +204,7 @@ async def settle(app: "Application", community_did: str, collection: str, rkey: 
     if intent is None:
         return None
     write = Write.from_intent(intent)
-    seen = await pds_call(_read(app, write))
+    seen = await pds(_read(app, write), refusal_is_callers=True)
     return await _apply(app, write, seen), write
 
 
@@ -224,7 +226,11 @@ async def _apply(app: "Application", write: Write, seen: dict[str, Any] | None) 
         if landed:
             written = {"uri": write.uri, "cid": write.cid} if seen is None else \
                 {"uri": seen["uri"], "cid": seen["cid"]}
-            done = await finish_tx(app, tx, write, written)
+            done = await app.writes.finish_tx(tx, write.intent)  # type: ignore[arg-type]
+            if done:
+                await index_tx(app, tx, write, written)
+            else:
+                log.warning("the pending %s of %s was settled elsewhere", write.op, write.uri)
         else:
             done = await app.writes.finish_tx(tx, write.intent)  # type: ignore[arg-type]
     outcome = "finished" if landed else "dropped"
