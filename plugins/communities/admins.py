@@ -1,16 +1,15 @@
 """Admin commands: promote, demote, transfer (each rewrites the community's ``admins``
-record under the community's lock), and the app grants admins decide. Each reads check →
-intent → PDS → one transaction (see steps.py)."""
+record under the community's lock: one command, :class:`WriteAdmins`), and the app grants
+admins decide."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.plugin import MemberStatus, member_status, require_manager
-from daemon.plugin import ApiError, Row, pds
-from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
-                                       community_lock, community_repo_for, nsid, require_person,
-                                       require_role)
+from daemon.plugin import ApiError, Plan, Row, Run, Transaction
+from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record,
+                                       audit_tx, nsid, require_person, require_role)
 from store import communities as communities_store
 from store import members as members_store
 
@@ -21,36 +20,52 @@ if TYPE_CHECKING:  # pragma: no cover
 # ------------------------------------------------------------------ admins
 
 
+Compute = Callable[[list[tuple[str, str]], MemberStatus, MemberStatus], list[tuple[str, str]]]
+
+
+class WriteAdmins(CommunityCommand):
+    """Rewrite the admins list as `compute` says (from the current list, the actor's and
+    the target's status; raises a refusal)."""
+
+    kind = ADMINS
+
+    def __init__(self, app: "Application", did: str, actor: Actor, action: str, target_did: str,
+                 compute: Compute) -> None:
+        super().__init__(app, did, actor)
+        self.name, self.action, self.target_did, self.compute = "communities." + action, action, target_did, compute
+
+    async def check(self, tx: Transaction) -> Plan:
+        did = self.did
+        self.new = self.compute(await admins_list(tx, did), await member_status(tx, did, self.actor.did),
+                                await member_status(tx, did, self.target_did))
+        self.now = self.app.clock.iso_now()
+        return Plan(key=f"admins:{did}", operation=self.action, rkey="self", community_did=did,
+                    payload={"admins": [a for a, _ in self.new]})
+
+    async def write(self, run: Run) -> None:
+        await run.put(nsid(self.app, "admins"), "self", admins_record(self.new, self.now))
+
+    async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
+        did = self.did
+        await require_manager(tx, await active_tx(tx, did), self.actor.app_id)
+        await members_store.set_admins_tx(tx, did, self.new)
+        await audit_tx(self.app, tx, did, self.action, self.actor, self.target_did,
+                       metadata={"admins": [a for a, _ in self.new]})
+        return {"communityDid": did, "admins": [{"did": a, "addedAt": t} for a, t in self.new]}
+
+
 async def _write_admins(app: "Application", community: Row, actor: Actor, action: str,
-                        target_did: str, compute: Callable[[list[tuple[str, str]], MemberStatus, MemberStatus],
-                                                           list[tuple[str, str]]],
-                        target_field: str | None = None) -> dict[str, Any]:
-    """Rewrite the admins list as `compute` says. With `target_field` (promote, transfer:
-    the target gains a role) the target must be a real person: checked after the cheap
-    refusals and before the lock, so a slow directory never holds up the community."""
+                        target_did: str, compute: Compute, target_field: str | None = None) -> dict[str, Any]:
+    """Run :class:`WriteAdmins`. With `target_field` (promote, transfer: the target gains a
+    role) the target must be a real person: checked after the cheap refusals and before
+    the lock, so a slow directory never holds up the community."""
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)
     if target_field is not None:
         compute(await admins_list(app.db, did), await member_status(app.db, did, actor.did),
                 await member_status(app.db, did, target_did))
         await require_person(app, target_did, target_field)
-    async with community_lock(app, did):
-        actor_status = await member_status(app.db, did, actor.did)
-        target = await member_status(app.db, did, target_did)
-        current = await admins_list(app.db, did)
-        new = compute(current, actor_status, target)
-        now = app.clock.iso_now()
-        intent = await app.writes.begin(kind=ADMINS, key=f"admins:{did}", community_did=did, operation=action,
-                                        rkey="self", payload={"admins": [a for a, _ in new]})
-        repo = await community_repo_for(app, did)
-        await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(new, now)))
-        async with app.db.transaction("communities." + action) as tx:
-            await require_manager(tx, await active_tx(tx, did), actor.app_id)
-            await members_store.set_admins_tx(tx, did, new)
-            await app.writes.finish_tx(tx, intent)
-            await audit_tx(app, tx, did, action, actor, target_did,
-                           metadata={"admins": [a for a, _ in new]})
-    return {"communityDid": did, "admins": [{"did": a, "addedAt": t} for a, t in new]}
+    return await app.writes.run(WriteAdmins(app, did, actor, action, target_did, compute))
 
 
 async def promote(app: "Application", community: Row, member_did: str, actor: Actor) -> dict[str, Any]:

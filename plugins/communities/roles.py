@@ -4,8 +4,8 @@ capabilities.py) and who holds which role, built-in ``moderator`` included.
 The definitions and the holders live in the community's repo as one record,
 ``<ns>.roles`` (rkey ``self``; lexicons/community.commonroom.roles.json), so a community's
 governance moves with its account. Every change reads like every other command (see
-steps.py): check → intent (kind ``communities.roles``) → put the whole record → one
-transaction (the index: ``community_roles`` and the members' ``roles``/``grants``
+steps.py), as one command (:class:`WriteRoles`): check → intent (kind
+``communities.roles``) → put the whole record → one transaction (the index: ``community_roles`` and the members' ``roles``/``grants``
 columns, the intent, the event ``member.roles_changed``, the audit entry). Only admins
 manage roles; every change is audited and emits ``member.roles_changed`` (docs/webhooks.md:
 a member's roles for an assignment, the holders for a role's definition). Changes hold the community's lock, so two never
@@ -19,9 +19,9 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from daemon.plugin import member_status, require_manager
-from daemon.plugin import ApiError, Intent, Row, WriteKind, emit_tx, pds
-from plugins.communities.steps import (Actor, active_tx, audit_tx, community_lock, community_lock_key,
-                                       community_repo_for, nsid, require_role)
+from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, WriteKind, emit_tx, pds
+from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx,
+                                       community_lock_key, nsid, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name, plugin_capabilities)
 from store import communities as communities_store
@@ -92,44 +92,61 @@ def roles_record(defs: Definitions, holders: Holders, now: str) -> dict[str, Any
 Change = Callable[[Definitions, Holders], tuple[Definitions, Holders, "str | None", dict[str, Any]]]
 
 
+class WriteRoles(CommunityCommand):
+    """Apply `change` (pure: the current definitions and holders → new ones, the audit
+    target and metadata; raises a refusal) to the roles record and the index."""
+
+    kind = ROLES
+
+    def __init__(self, app: "Application", did: str, actor: Actor, action: str, change: Change,
+                 target: str | None) -> None:
+        super().__init__(app, did, actor)
+        self.name, self.action, self.change, self.target = "communities." + action, action, change, target
+
+    async def check(self, tx: Transaction) -> Plan:
+        did = self.did
+        require_role(await member_status(tx, did, self.actor.did), admin=True)
+        if self.target is not None and not (await member_status(tx, did, self.target)).is_member:
+            raise ApiError(404, "not_member", "This user is not a member of the community.")
+        self.defs, self.holders = await _state(tx, did)
+        self.new_defs, self.new_holders, self.target_did, self.metadata = self.change(self.defs, self.holders)
+        self.now = self.app.clock.iso_now()
+        return Plan(key=f"roles:{did}", operation=self.action, rkey="self", community_did=did,
+                    payload={"memberDid": self.target})
+
+    async def write(self, run: Run) -> None:
+        await run.put(nsid(self.app, "roles"), "self", roles_record(self.new_defs, self.new_holders, self.now))
+
+    async def commit(self, tx: Transaction, run: Run) -> tuple[Definitions, Holders]:
+        did, actor, defs, holders = self.did, self.actor, self.defs, self.holders
+        new_defs, new_holders = self.new_defs, self.new_holders
+        await require_manager(tx, await active_tx(tx, did), actor.app_id)
+        for name in defs.keys() - new_defs.keys():
+            await roles_store.delete_definition_tx(tx, did, name)
+        for name, role in new_defs.items():
+            if defs.get(name) != role:
+                await roles_store.put_definition_tx(
+                    tx, did, name, description=role["description"],
+                    capabilities_json=json.dumps(role["capabilities"]),
+                    collections_json=json.dumps(role["collections"]), now=self.now)
+        await roles_store.set_member_roles_tx(tx, did, [
+            (member, " ".join(new_holders.get(member, [])) or None,
+             grants_of(new_holders.get(member, []), new_defs))
+            for member in {**holders, **new_holders}])
+        await emit_tx(self.app, tx, "member.roles_changed", community_did=did, app_id=actor.app_id,
+                      actor_did=actor.did,
+                      data=_change_data(self.action, self.metadata, self.target_did, holders, new_holders, actor))
+        await audit_tx(self.app, tx, did, self.action, actor, self.target_did, metadata=self.metadata)
+        return new_defs, new_holders
+
+
 async def _write_roles(app: "Application", community: Row, actor: Actor, action: str, change: Change,
                        target: str | None = None) -> tuple[Definitions, Holders]:
-    """Apply `change` (pure: the current definitions and holders → new ones, the audit
-    target and metadata; raises a refusal) through the write path."""
+    """Run :class:`WriteRoles` (admins only: refused before the lock too)."""
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)
     require_role(await member_status(app.db, did, actor.did), admin=True)
-    async with community_lock(app, did):
-        require_role(await member_status(app.db, did, actor.did), admin=True)
-        if target is not None and not (await member_status(app.db, did, target)).is_member:
-            raise ApiError(404, "not_member", "This user is not a member of the community.")
-        defs, holders = await _state(app.db, did)
-        new_defs, new_holders, target_did, metadata = change(defs, holders)
-        now = app.clock.iso_now()
-        intent = await app.writes.begin(kind=ROLES, key=f"roles:{did}", community_did=did, operation=action,
-                                        rkey="self", payload={"memberDid": target})
-        repo = await community_repo_for(app, did)
-        await pds(repo.put_record(nsid(app, "roles"), "self", roles_record(new_defs, new_holders, now)))
-        async with app.db.transaction("communities." + action) as tx:
-            await require_manager(tx, await active_tx(tx, did), actor.app_id)
-            for name in defs.keys() - new_defs.keys():
-                await roles_store.delete_definition_tx(tx, did, name)
-            for name, role in new_defs.items():
-                if defs.get(name) != role:
-                    await roles_store.put_definition_tx(
-                        tx, did, name, description=role["description"],
-                        capabilities_json=json.dumps(role["capabilities"]),
-                        collections_json=json.dumps(role["collections"]), now=now)
-            await roles_store.set_member_roles_tx(tx, did, [
-                (member, " ".join(new_holders.get(member, [])) or None,
-                 grants_of(new_holders.get(member, []), new_defs))
-                for member in {**holders, **new_holders}])
-            await app.writes.finish_tx(tx, intent)
-            await emit_tx(app, tx, "member.roles_changed", community_did=did, app_id=actor.app_id,
-                          actor_did=actor.did,
-                          data=_change_data(action, metadata, target_did, holders, new_holders, actor))
-            await audit_tx(app, tx, did, action, actor, target_did, metadata=metadata)
-    return new_defs, new_holders
+    return await app.writes.run(WriteRoles(app, did, actor, action, change, target))
 
 
 async def drop_holder(app: "Application", repo: Any, did: str, member_did: str) -> bool:

@@ -1,11 +1,12 @@
 """The steps every community command is built from (membership.py, admins.py,
-lifecycle.py, and the reconciler's kinds in reconcile.py).
+lifecycle.py, roles.py, bans.py, and the reconciler's kinds in reconcile.py).
 
-Every command follows the core's one write path (daemon/atproto/writes.py): check →
-intent (``app.writes``) → PDS write(s) → one local transaction (index, event, audit).
-Commands that rewrite a record several commands share (``admins``, ``profile``) or
-remove a member hold the community's lock, so two of them never compute from the same
-old state; the reconciler holds it too while it settles a community's intent.
+Every command is a :class:`CommunityCommand` run by the core's one write path
+(``app.writes.run``, daemon/atproto/writes.py): check → intent → PDS write(s) → one local
+transaction (index, event, audit). Commands that rewrite a record several commands share
+(``admins``, ``profile``, ``roles``) or remove a member hold the community's lock, so two
+of them never compute from the same old state; the reconciler holds it too while it
+settles a community's intent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from urllib.parse import unquote
 
 from daemon.plugin import NOT_FOUND, Actor, MemberStatus
-from daemon.plugin import ApiError, Reader, Row, Transaction, is_did, pds
+from daemon.plugin import ApiError, Command, Reader, Row, Transaction, is_did, pds
 from store import audit as audit_store
 from store import communities as communities_store
 from store import members as members_store
@@ -55,6 +56,20 @@ def community_lock_key(did: str) -> str:
 def community_lock(app: "Application", did: str) -> Any:
     """The lock held by every command that rewrites a community's shared records."""
     return app.writes.lock(community_lock_key(did))
+
+
+class CommunityCommand(Command):
+    """A command on one community's repo (`did`), by `actor`; it holds the community's lock
+    unless it says otherwise."""
+
+    def __init__(self, app: "Application", did: str, actor: Actor) -> None:
+        self.app, self.did, self.actor = app, did, actor
+
+    def locks(self) -> Sequence[str]:
+        return [community_lock_key(self.did)]
+
+    async def repo(self) -> Any:
+        return await community_repo_for(self.app, self.did)
 
 
 async def audit_tx(app: "Application", tx: Transaction, community_did: str, action: str, actor: Actor | None,
