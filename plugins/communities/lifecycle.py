@@ -1,6 +1,6 @@
 """The community's lifecycle: create (provision or bring the account, write profile,
-admins and the creator's proof, then index it), profile and image changes, delete. Each
-reads check → intent → PDS → one transaction (see steps.py)."""
+admins and the creator's proof, then index it), profile and image changes, delete: one
+command each (see steps.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ import unicodedata
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import member_status, require_manager
-from daemon.plugin import ApiError, Row, emit_tx, new_tid, pds, roll_back
-from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx, admins_record, audit_tx,
-                                       community_lock, community_repo_for, fetch_profile, let_finish,
-                                       membership_proof, nsid, profile_record, require_person, require_role,
-                                       store_profile_tx)
+from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
+from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
+                                       audit_tx, fetch_profile, let_finish, membership_proof, nsid, profile_record,
+                                       require_person, require_role, store_profile_tx)
 from store import accounts as accounts_store
 from store import communities as communities_store
 from store import members as members_store
@@ -73,67 +72,80 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         else:
             account = await pds(provision_account(app, wanted))
         kind = "provisioned"
-    async with app.writes.lock(f"create:{account.did}"):
-        return await _create_locked(app, actor, account, kind, display_name=display_name,
-                                    description=description, type=type,
-                                    visibility={"roster_visibility": roster_visibility, "listed": listed})
+    return await app.writes.run(CreateCommunity(
+        app, account, actor, kind, display_name=display_name, description=description, type=type,
+        visibility={"roster_visibility": roster_visibility, "listed": listed}))
 
 
-async def _create_locked(app: "Application", actor: Actor, account: Any, kind: str, *, display_name: str,
-                         description: str, type: str, visibility: dict[str, Any] | None = None) -> dict[str, Any]:
-    now = app.clock.iso_now()
-    async with app.db.transaction("communities.create_begin") as tx:
+class CreateCommunity(CommunityCommand):
+    """Index the account as a 'creating' community with the intent, put profile, admins and
+    the creator's proof, then make it active. A failed PDS write rolls back what it wrote
+    (the reconciler deletes what a failed roll-back left); the same request again finishes
+    the job."""
+
+    kind, name, on_pds_error = CREATE, "communities.create", ROLL_BACK
+
+    def __init__(self, app: "Application", account: Any, actor: Actor, account_kind: str, *,
+                 display_name: str, description: str, type: str, visibility: dict[str, Any]) -> None:
+        super().__init__(app, account.did, actor)
+        self.account, self.account_kind, self.visibility = account, account_kind, visibility
+        self.display_name, self.description, self.type = display_name, description, type
+        self.profile_task: "asyncio.Future[Any] | None" = None
+
+    def locks(self) -> list[str]:
+        return [f"create:{self.did}"]
+
+    async def check(self, tx: Transaction) -> Plan:
+        app, account, actor = self.app, self.account, self.actor
+        self.now = now = app.clock.iso_now()
         row = await communities_store.get_community(tx, account.did)
         if row is not None and (row["state"] == "active" or row["creator_did"] != actor.did):
             raise ApiError(409, "community_exists", f"{account.handle} is already a community here.")
         if row is None:
             await communities_store.insert_community_tx(
-                tx, did=account.did, handle=account.handle, display_name=display_name,
-                description=description, type=type, pds_url=account.pds_url, account_kind=kind,
-                creator_did=actor.did, creator_app_id=actor.app_id, proof_rkey=new_tid(app.clock),
-                now=now)
+                tx, did=account.did, handle=account.handle, display_name=self.display_name,
+                description=self.description, type=self.type, pds_url=account.pds_url,
+                account_kind=self.account_kind, creator_did=actor.did, creator_app_id=actor.app_id,
+                proof_rkey=new_tid(app.clock), now=now)
         else:
             await communities_store.update_community_tx(
-                tx, account.did, now, display_name=display_name, description=description, type=type,
-                handle=account.handle, pds_url=account.pds_url)
-        await communities_store.set_visibility_tx(tx, account.did, None, **(visibility or {}))
-        row = await communities_store.get_community(tx, account.did)
-        intent = await app.writes.begin_tx(tx, kind=CREATE, key=f"create:{account.did}", community_did=account.did,
-                                           operation="community.created", rkey=row["proof_rkey"],
-                                           payload={"creatorDid": actor.did})
-    did, proof_rkey = row["did"], row["proof_rkey"]
-    profile_task = asyncio.ensure_future(fetch_profile(app, actor.did))
-    repo = await community_repo_for(app, did)
-    written: list[tuple[str, str]] = []
-    try:
-        profile_nsid, admins_nsid, proof_nsid = (nsid(app, n) for n in ("profile", "admins", "membershipProof"))
-        await pds(repo.put_record(profile_nsid, "self", profile_record(dict(row), created_at=row["created_at"])))
-        written.append((profile_nsid, "self"))
-        await pds(repo.put_record(admins_nsid, "self", admins_record([(actor.did, now)], now)))
-        written.append((admins_nsid, "self"))
-        proof = await pds(repo.put_record(proof_nsid, proof_rkey, membership_proof(actor.did, now)))
-    except ApiError as exc:
-        let_finish(profile_task)
-        if await roll_back(repo, written):
-            await app.writes.drop(intent)  # else the reconciler deletes what is left
-        raise ApiError(exc.status, exc.code,
-                       f"{exc.message} The community is not created; send the same request again "
-                       "to finish creating it.") from None
-    profile = await profile_task
-    async with app.db.transaction("communities.create") as tx:
+                tx, account.did, now, display_name=self.display_name, description=self.description,
+                type=self.type, handle=account.handle, pds_url=account.pds_url)
+        await communities_store.set_visibility_tx(tx, account.did, None, **self.visibility)
+        self.row = row = await communities_store.get_community(tx, account.did)
+        return Plan(key=f"create:{account.did}", operation="community.created", rkey=row["proof_rkey"],
+                    community_did=account.did, payload={"creatorDid": actor.did})
+
+    async def write(self, run: Run) -> None:
+        app, row, now = self.app, self.row, self.now
+        self.profile_task = asyncio.ensure_future(fetch_profile(app, self.actor.did))
+        await run.put(nsid(app, "profile"), "self", profile_record(dict(row), created_at=row["created_at"]))
+        await run.put(nsid(app, "admins"), "self", admins_record([(self.actor.did, now)], now))
+        self.proof = await run.put(nsid(app, "membershipProof"), row["proof_rkey"],
+                                   membership_proof(self.actor.did, now))
+        self.profile = await self.profile_task
+
+    def failed(self, answer: ApiError, run: Run, maybe_written: bool) -> ApiError:
+        if self.profile_task is not None:
+            let_finish(self.profile_task)
+        return ApiError(answer.status, answer.code,
+                        f"{answer.message} The community is not created; send the same request again "
+                        "to finish creating it.")
+
+    async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
+        app, did, actor, now = self.app, self.did, self.actor, self.now
         await communities_store.update_community_tx(tx, did, app.clock.iso_now(), state="active")
         await members_store.insert_member_tx(
-            tx, community_did=did, member_did=actor.did, now=now, proof_rkey=proof_rkey,
-            proof_cid=proof.get("cid"), membership_uri=None, membership_cid=None,
+            tx, community_did=did, member_did=actor.did, now=now, proof_rkey=self.row["proof_rkey"],
+            proof_cid=self.proof.get("cid"), membership_uri=None, membership_cid=None,
             app_id=actor.app_id, admin_rank=0)
         await communities_store.set_counts_tx(tx, did, 1, 0)
-        await app.writes.finish_tx(tx, intent)
-        await store_profile_tx(app, tx, actor.did, profile)
+        await store_profile_tx(app, tx, actor.did, self.profile)
         await emit_tx(app, tx, "member.joined", community_did=did, data={"memberDid": actor.did},
                       app_id=actor.app_id, actor_did=actor.did)
         await audit_tx(app, tx, did, "community.created", actor, actor.did,
-                       metadata={"type": type, "handle": account.handle, "account": kind})
-    return {"did": did}
+                       metadata={"type": self.type, "handle": self.account.handle, "account": self.account_kind})
+        return {"did": did}
 
 
 async def _refuse_existing(app: "Application", did: str) -> None:
@@ -145,16 +157,22 @@ async def _refuse_existing(app: "Application", did: str) -> None:
 # ------------------------------------------------------------------ profile and images
 
 
-async def update_profile(app: "Application", community: Row, actor: Actor, **changes: Any) -> None:
-    """Change display_name / description / type / avatar / banner (intent, put the profile,
-    then the index). `avatar`/`banner` are (cid, mime, size). A crash between the PDS and
-    the index is settled by putting the profile back from the index (reconcile.py)."""
-    did = community["did"]
-    async with community_lock(app, did):
-        async with app.db.transaction("communities.profile_check") as tx:
-            row = await active_tx(tx, did)
-            await require_manager(tx, row, actor.app_id)
-            require_role(await member_status(tx, did, actor.did), admin=True)
+class UpdateProfile(CommunityCommand):
+    """Change display_name / description / type / avatar / banner: put the profile, then
+    the index. A crash between the PDS and the index is settled by putting the profile
+    back from the index (reconcile.py)."""
+
+    kind, name = PROFILE, "communities.profile"
+
+    def __init__(self, app: "Application", did: str, actor: Actor, changes: dict[str, Any]) -> None:
+        super().__init__(app, did, actor)
+        self.changes = changes
+
+    async def check(self, tx: Transaction) -> Plan:
+        did, changes = self.did, self.changes
+        row = await active_tx(tx, did)
+        await require_manager(tx, row, self.actor.app_id)
+        require_role(await member_status(tx, did, self.actor.did), admin=True)
         fields: dict[str, Any] = {}
         for key in ("display_name", "description", "type"):
             if changes.get(key) is not None:
@@ -162,56 +180,72 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
         for image in ("avatar", "banner"):
             if changes.get(image) is not None:
                 fields[f"{image}_cid"], fields[f"{image}_mime"], fields[f"{image}_size"] = changes[image]
-        merged = dict(row) | fields
-        changed = sorted(k for k in changes if changes[k] is not None)
-        intent = await app.writes.begin(kind=PROFILE, key=f"profile:{did}", community_did=did,
-                                        operation="community.profile_updated", rkey="self",
-                                        payload={"fields": changed})
-        repo = await community_repo_for(app, did)
-        await pds(repo.put_record(nsid(app, "profile"), "self",
-                                  profile_record(merged, created_at=row["created_at"],
-                                                     updated_at=app.clock.iso_now())))
-        async with app.db.transaction("communities.profile") as tx:
-            await active_tx(tx, did)
-            await communities_store.update_community_tx(tx, did, app.clock.iso_now(), **fields)
-            await app.writes.finish_tx(tx, intent)
-            await audit_tx(app, tx, did, "community.profile_updated", actor, None,
-                           metadata={"fields": changed})
+        self.row, self.fields = row, fields
+        self.changed = sorted(k for k in changes if changes[k] is not None)
+        return Plan(key=f"profile:{did}", operation="community.profile_updated", rkey="self",
+                    community_did=did, payload={"fields": self.changed})
+
+    async def write(self, run: Run) -> None:
+        merged = dict(self.row) | self.fields
+        await run.put(nsid(self.app, "profile"), "self",
+                      profile_record(merged, created_at=self.row["created_at"], updated_at=self.app.clock.iso_now()))
+
+    async def commit(self, tx: Transaction, run: Run) -> None:
+        await active_tx(tx, self.did)
+        await communities_store.update_community_tx(tx, self.did, self.app.clock.iso_now(), **self.fields)
+        await audit_tx(self.app, tx, self.did, "community.profile_updated", self.actor, None,
+                       metadata={"fields": self.changed})
+
+
+async def update_profile(app: "Application", community: Row, actor: Actor, **changes: Any) -> None:
+    """Run :class:`UpdateProfile`; `avatar`/`banner` are (cid, mime, size)."""
+    await app.writes.run(UpdateProfile(app, community["did"], actor, changes))
 
 
 # ------------------------------------------------------------------ delete
 
 
+class DeleteCommunity(CommunityCommand):
+    """Primary admin only (checked again under the lock: a transfer may have finished
+    while it waited). Deletes the profile and admins records from the repo (with
+    ``communities.delete_pds_records``), then, in one transaction, the local index and the
+    stored credentials (the deletion drops every intent of the community, its own too)."""
+
+    kind, name = DELETE, "communities.delete"
+
+    async def check(self, tx: Transaction) -> Plan | None:
+        require_role(await member_status(tx, self.did, self.actor.did), primary=True)
+        if not self.app.config.plugin("communities").delete_pds_records:
+            return None
+        return Plan(key=f"delete:{self.did}", operation="community.deleted", rkey="self",
+                    community_did=self.did)
+
+    async def write(self, run: Run) -> None:
+        await run.delete(nsid(self.app, "admins"), "self")
+        await run.delete(nsid(self.app, "profile"), "self")
+
+    async def commit(self, tx: Transaction, run: Run) -> None:
+        did, actor = self.did, self.actor
+        row = await active_tx(tx, did)
+        await require_manager(tx, row, actor.app_id)
+        require_role(await member_status(tx, did, actor.did), primary=True)
+        await audit_tx(self.app, tx, did, "community.deleted", actor, None,
+                       metadata={"handle": row["handle"], "memberCount": row["member_count"],
+                                 "account": row["account_kind"]})
+        await communities_store.delete_community_tx(tx, did)
+        await accounts_store.delete_account_tx(tx, did)
+
+
 async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, Any]:
-    """Primary admin only. Deletes the community's profile and admins records from its
-    repo (so it no longer presents itself as a community), then, in one transaction, the
-    local index and the stored credentials. Membership proofs stay in the repo (history);
-    the account itself is not deleted: its owner keeps it (brought) or it stays idle
-    (provisioned). Once the index is gone the answer is 200, whatever happens after."""
+    """Primary admin only (:class:`DeleteCommunity`). Membership proofs stay in the repo
+    (history); the account itself is not deleted: its owner keeps it (brought) or it stays
+    idle (provisioned). Once the index is gone the answer is 200, whatever happens after."""
     from daemon.atproto.accounts import forget_account
 
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)
     require_role(await member_status(app.db, did, actor.did), primary=True)
-    async with community_lock(app, did):
-        # Re-checked under the lock: a transfer may have finished while we waited.
-        require_role(await member_status(app.db, did, actor.did), primary=True)
-        if app.config.plugin("communities").delete_pds_records:
-            # finished by the deletion below (it drops every intent of the community)
-            await app.writes.begin(kind=DELETE, key=f"delete:{did}", community_did=did,
-                                   operation="community.deleted", rkey="self")
-            repo = await community_repo_for(app, did)
-            await pds(repo.delete_record(nsid(app, "admins"), "self"))
-            await pds(repo.delete_record(nsid(app, "profile"), "self"))
-        async with app.db.transaction("communities.delete") as tx:
-            row = await active_tx(tx, did)
-            await require_manager(tx, row, actor.app_id)
-            require_role(await member_status(tx, did, actor.did), primary=True)
-            await audit_tx(app, tx, did, "community.deleted", actor, None,
-                           metadata={"handle": row["handle"], "memberCount": row["member_count"],
-                                     "account": row["account_kind"]})
-            await communities_store.delete_community_tx(tx, did)
-            await accounts_store.delete_account_tx(tx, did)
+    await app.writes.run(DeleteCommunity(app, did, actor))
     try:
         # Drops the cached PDS session (the stored row is already gone: idempotent).
         await forget_account(app, did)
