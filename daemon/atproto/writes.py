@@ -121,6 +121,7 @@ class Plan:
     payload: dict[str, Any] | None = None
     community_did: str | None = None
     reuse: bool = True
+    kind: str | None = None  # default: the command's
 
 
 class Command:
@@ -134,11 +135,14 @@ class Command:
       return the :class:`Plan` of its intent, or None when there is nothing to write to
       the PDS (the commit still runs);
     * :meth:`repo`: the repo to write (opened after the intent is recorded);
-    * :meth:`write` ``(run)``: the PDS writes, through ``run.put`` / ``run.delete``;
+    * :meth:`write` ``(run)``: the PDS writes, through ``run.put`` / ``run.delete``; a
+      write to a second repo records its own intent first with ``run.begin(plan)``;
     * :meth:`commit` ``(tx, run)``: the local transaction (index, event, audit); the
-      runner finishes the intent in it first (``run.ours`` is False if it had been
-      settled elsewhere). ``run.refuse(error, undo)`` refuses after all: the transaction
-      commits, then the records in ``undo`` are deleted and `error` is raised;
+      runner finishes every intent of the run in it, after the commit's own work (or
+      when the commit calls ``run.finish(tx)``: False if the intent had been settled
+      elsewhere meanwhile). ``run.refuse(error, undo, keep)`` refuses after all: the
+      transaction commits (without finishing the intents in `keep`: the reconciler
+      undoes their writes), then the records in ``undo`` are deleted and `error` is raised;
     * :attr:`on_pds_error` (:data:`KEEP`, :data:`DROP_UNWRITTEN`, :data:`ROLL_BACK`),
       :attr:`refusal_is_callers`, and :meth:`failed` / :meth:`commit_failed` to word the
       answer of a failed PDS write or local commit.
@@ -175,16 +179,39 @@ class Command:
 
 @dataclass
 class Run:
-    """One command being run: its intent, repo, what it wrote, and its results."""
+    """One command being run: its intents, repo, what it wrote, and its results."""
 
+    writes: "Writes"
     command: Command
     intent: "Intent | None" = None
     repo: Any = None
     written: list[tuple[str, str]] = field(default_factory=list)
     results: list[Any] = field(default_factory=list)
-    ours: bool = True
+    intents: list["Intent"] = field(default_factory=list)
+    finished: dict[int, bool] = field(default_factory=dict)
     refusal: ApiError | None = None
     undo: list[tuple[str, str]] = field(default_factory=list)
+    kept: list["Intent"] = field(default_factory=list)
+
+    async def begin(self, plan: Plan) -> "Intent":
+        """From `write`: record a further intent (in a transaction of its own), before a
+        write to another repo. It is finished with the run's; a failed write keeps it."""
+        kind = plan.kind or self.command.kind
+        assert kind is not None
+        intent = await self.writes.begin(kind=kind, key=plan.key, operation=plan.operation, rkey=plan.rkey,
+                                         payload=plan.payload, community_did=plan.community_did,
+                                         reuse=plan.reuse)
+        self.intents.append(intent)
+        return intent
+
+    async def finish(self, tx: Transaction, intent: "Intent | None" = None) -> bool:
+        """From `commit`: finish `intent` (default: the first) now. False if it was gone (a
+        request or the reconciler settled it meanwhile)."""
+        intent = intent or self.intent
+        assert intent is not None
+        if intent.id not in self.finished:
+            self.finished[intent.id] = await self.writes.finish_tx(tx, intent)
+        return self.finished[intent.id]
 
     async def put(self, collection: str, rkey: str, record: dict[str, Any], **options: Any) -> dict[str, Any]:
         """``putRecord`` (options: ``swap_record``, ``create_only``); remembered for a roll-back."""
@@ -197,11 +224,14 @@ class Run:
         """``deleteRecord`` (option: ``swap_record``)."""
         await self.repo.delete_record(collection, rkey, **options)
 
-    def refuse(self, error: ApiError, undo: Sequence[tuple[str, str]] = ()) -> None:
-        """From the commit: refuse after all (the transaction still commits; then the
-        records in `undo` are deleted from the repo and `error` is raised)."""
+    def refuse(self, error: ApiError, undo: Sequence[tuple[str, str]] = (),
+               keep: Sequence["Intent"] = ()) -> None:
+        """From the commit: refuse after all (the transaction still commits, finishing
+        every intent but those in `keep`; then the records in `undo` are deleted from the
+        repo and `error` is raised)."""
         self.refusal = error
         self.undo = list(undo)
+        self.kept = list(keep)
 
 
 # ------------------------------------------------------------------ intents and kinds
@@ -302,15 +332,17 @@ class Writes:
             return await self._run_locked(command)
 
     async def _run_locked(self, command: Command) -> Any:
-        run = Run(command)
+        run = Run(self, command)
         async with self.app.db.transaction(f"{command.name}.check") as tx:
             plan = await command.check(tx)
             if plan is not None:
-                if command.kind is None:
+                kind = plan.kind or command.kind
+                if kind is None:
                     raise ValueError(f"the command {command.name} plans an intent but names no kind")
                 run.intent = await self.begin_tx(
-                    tx, kind=command.kind, key=plan.key, operation=plan.operation, rkey=plan.rkey,
+                    tx, kind=kind, key=plan.key, operation=plan.operation, rkey=plan.rkey,
                     payload=plan.payload, community_did=plan.community_did, reuse=plan.reuse)
+                run.intents.append(run.intent)
         if run.intent is not None:
             run.repo = await command.repo()
             try:
@@ -319,9 +351,10 @@ class Writes:
                 raise await self._pds_failed(run, exc) from None
         try:
             async with self.app.db.transaction(command.name) as tx:
-                if run.intent is not None:
-                    run.ours = await self.finish_tx(tx, run.intent)
                 result = await command.commit(tx, run)
+                for intent in run.intents:
+                    if intent not in run.kept:
+                        await run.finish(tx, intent)
         except Exception as exc:
             failure = command.commit_failed(exc, run)
             if failure is exc:

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import member_status, require_manager
-from daemon.plugin import ApiError, Row, emit_tx, pds
-from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, admins_record, audit_tx,
-                                       community_lock, community_repo_for, nsid, require_person)
-from plugins.communities import roles
+from daemon.plugin import ApiError, Plan, Row, Run, Transaction, emit_tx
+from plugins.communities.membership import Removal
+from plugins.communities.steps import Actor, active_tx, admins_list, audit_tx, require_person
 from plugins.communities.capabilities import require_capability
 from store import bans as bans_store
 from store import communities as communities_store
@@ -53,52 +52,62 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
     _may_ban(await member_status(app.db, did, actor.did), target)
     if not (target.is_member or target.is_pending):
         await require_person(app, target_did, "memberDid")  # a ban in advance names a real person
-    async with community_lock(app, did), app.writes.lock(f"proof:{did}:{target_did}"):
-        _may_ban(await member_status(app.db, did, actor.did), await member_status(app.db, did, target_did))
-        if await members_store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
+    return await app.writes.run(Ban(app, did, actor, target_did, reason=reason, expires_at=expires_at))
+
+
+class Ban(Removal):
+    """The ban, as one command: a member's removal (:class:`Removal`'s writes) when they
+    are one, and in one transaction the index, the ban, the event and the audit entry.
+    Holds the community's lock and then the user's join lock, in the reconciler's order."""
+
+    name = "communities.ban"
+
+    def __init__(self, app: "Application", did: str, actor: Actor, target_did: str, *, reason: str | None,
+                 expires_at: str | None) -> None:
+        super().__init__(app, did, actor)
+        self.target_did, self.reason, self.expires_at = target_did, reason, expires_at
+        self.member: Row | None = None
+        self.was_admin = False
+
+    def locks(self) -> list[str]:
+        return [*super().locks(), f"proof:{self.did}:{self.target_did}"]
+
+    async def check(self, tx: Transaction) -> Plan | None:
+        app, did, target_did = self.app, self.did, self.target_did
+        _may_ban(await member_status(tx, did, self.actor.did), await member_status(tx, did, target_did))
+        if await members_store.active_ban(tx, did, target_did, app.clock.iso_now()) is not None:
             raise ApiError(409, "already_banned", "This user is already banned; unban first to change the ban.")
-        member = await members_store.get_member(app.db, did, target_did)
-        was_admin = member is not None and member["admin_rank"] is not None
-        intent = None
-        if member is not None:
-            held_roles = bool(member["roles"])
-            admins = [a for a in await admins_list(app.db, did) if a[0] != target_did]
-            intent = await app.writes.begin(
-                kind=REMOVE, key=f"remove:{did}:{target_did}", community_did=did, operation="member.banned",
-                rkey=member["proof_rkey"], payload={"memberDid": target_did, "wasAdmin": was_admin,
-                                                    "heldRoles": held_roles})
-            repo = await community_repo_for(app, did)
-            if was_admin:
-                await pds(repo.put_record(nsid(app, "admins"), "self",
-                                          admins_record(admins, app.clock.iso_now())))
-            if held_roles:
-                await roles.drop_holder(app, repo, did, target_did)
-            await pds(repo.delete_record(nsid(app, "membershipProof"), member["proof_rkey"]))
-        async with app.db.transaction("communities.ban") as tx:
-            await require_manager(tx, await active_tx(tx, did), actor.app_id)
-            if intent is not None:
-                await app.writes.finish_tx(tx, intent)
-            removed = member is not None and await members_store.delete_member_tx(tx, did, target_did)
-            if removed:
-                if was_admin:
-                    await members_store.set_admins_tx(tx, did, admins)
-                await communities_store.adjust_counts_tx(tx, did, members=-1)
-            dropped = await members_store.delete_request_tx(tx, did, target_did)
-            if dropped:
-                await communities_store.adjust_counts_tx(tx, did, pending=-1)
-            now = app.clock.iso_now()
-            await bans_store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
-                                        expires_at=expires_at, banned_by=actor.did, app_id=actor.app_id, now=now)
-            data = {"memberDid": target_did, "bannedBy": actor.did, "reason": reason, "expiresAt": expires_at,
-                    "wasMember": removed, "wasPending": dropped}
-            await emit_tx(app, tx, "member.banned", community_did=did, data=data, app_id=actor.app_id,
-                          actor_did=actor.did)
-            await audit_tx(app, tx, did, "member.banned", actor, target_did, reason,
-                           metadata={"expiresAt": expires_at, "wasMember": removed, "wasPending": dropped,
-                                     "wasAdmin": bool(removed and was_admin)})
-    return {"status": "banned", "communityDid": did, "memberDid": target_did, "reason": reason,
-            "expiresAt": expires_at, "bannedBy": actor.did, "createdAt": now,
-            "wasMember": removed, "wasPending": dropped}
+        member = await members_store.get_member(tx, did, target_did)
+        if member is None:
+            return None
+        admins = [a for a in await admins_list(tx, did) if a[0] != target_did]
+        return self.plan(member, "member.banned", admins)
+
+    async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
+        app, did, target_did, actor, reason, expires_at = \
+            self.app, self.did, self.target_did, self.actor, self.reason, self.expires_at
+        await require_manager(tx, await active_tx(tx, did), actor.app_id)
+        removed = self.member is not None and await members_store.delete_member_tx(tx, did, target_did)
+        if removed:
+            if self.was_admin:
+                await members_store.set_admins_tx(tx, did, self.admins)
+            await communities_store.adjust_counts_tx(tx, did, members=-1)
+        dropped = await members_store.delete_request_tx(tx, did, target_did)
+        if dropped:
+            await communities_store.adjust_counts_tx(tx, did, pending=-1)
+        now = app.clock.iso_now()
+        await bans_store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
+                                    expires_at=expires_at, banned_by=actor.did, app_id=actor.app_id, now=now)
+        data = {"memberDid": target_did, "bannedBy": actor.did, "reason": reason, "expiresAt": expires_at,
+                "wasMember": removed, "wasPending": dropped}
+        await emit_tx(app, tx, "member.banned", community_did=did, data=data, app_id=actor.app_id,
+                      actor_did=actor.did)
+        await audit_tx(app, tx, did, "member.banned", actor, target_did, reason,
+                       metadata={"expiresAt": expires_at, "wasMember": removed, "wasPending": dropped,
+                                 "wasAdmin": bool(removed and self.was_admin)})
+        return {"status": "banned", "communityDid": did, "memberDid": target_did, "reason": reason,
+                "expiresAt": expires_at, "bannedBy": actor.did, "createdAt": now,
+                "wasMember": removed, "wasPending": dropped}
 
 
 async def unban(app: "Application", community: Row, target_did: str, actor: Actor) -> dict[str, Any]:

@@ -141,7 +141,7 @@ class RecordWrite(Command):
 
     async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
         written = run.results[-1]
-        if not run.ours:
+        if not await run.finish(tx):
             log.warning("the pending %s of %s was settled elsewhere", self.record.op, self.record.uri)
             return written
         await index_tx(self.app, tx, self.record, written)
