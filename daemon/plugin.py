@@ -21,7 +21,8 @@ from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime,
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
-from daemon.http.base import ApiError, BaseHandler, Principal, decode_cursor, encode_cursor
+from daemon.base.types import ApiError, Principal
+from daemon.http.base import BaseHandler, decode_cursor, encode_cursor
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
                                  STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
                                  operation, page, query, redirect)

@@ -1,4 +1,4 @@
-"""`daemon/` is in layers by concern (docs/plugins.md, "The core's layers"): http <
+"""`daemon/` is in layers by concern (docs/plugins.md, "The core's layers"): base < http <
 security < atproto < sync < runtime. A module imports only its own layer or those below
 (`if TYPE_CHECKING:` imports aside; the runtime's clock and locks are leaf utilities every
 layer may use), so the old import circle (app <-> http <-> lean <-> plugins <-> events <->
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ORDER = {"http": 0, "security": 1, "atproto": 2, "sync": 3, "runtime": 4}
+ORDER = {"base": -1, "http": 0, "security": 1, "atproto": 2, "sync": 3, "runtime": 4}
 LEAVES = {"daemon.runtime.clock", "daemon.runtime.locks"}
 
 
@@ -38,3 +38,26 @@ def test_every_daemon_module_sits_in_a_layer() -> None:
 
 def test_no_layer_imports_a_higher_one() -> None:
     assert upward_imports() == []
+
+
+def test_the_bottom_layer_imports_nothing_of_daemon_or_tornado() -> None:
+    for path in sorted((ROOT / "daemon" / "base").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] not in ("daemon", "tornado"), f"{path.name}: {node.module}"
+            elif isinstance(node, ast.Import):
+                assert all(a.name.split(".")[0] not in ("daemon", "tornado") for a in node.names), path.name
+
+
+def test_the_shared_types_are_one_class_wherever_they_are_imported_from() -> None:
+    import daemon.plugin
+    from daemon.base.types import ApiError, Principal
+    from daemon.http import base
+    assert base.ApiError is ApiError is daemon.plugin.ApiError
+    assert base.Principal is Principal is daemon.plugin.Principal
+
+
+def test_no_module_of_the_product_uses_a_private_tornado_helper() -> None:
+    for folder in ("daemon", "plugins"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            assert "httputil._" not in path.read_text(), path

@@ -208,3 +208,15 @@ async def test_deeply_nested_or_non_standard_json_is_400(app, client):
     resp = await client.post("/test/echo", body=b'{"count": NaN}', api_key=key,
                              headers={"Content-Type": "application/json"})
     assert_error(resp, 400, "invalid_json")
+
+
+def test_the_content_type_parser_reads_the_media_type_and_its_parameters():
+    from daemon.http.base import _is_json_type, media_type
+    assert media_type('Application/JSON ; Charset="UTF-8"; boundary=x') == \
+        ("application/json", {"charset": "UTF-8", "boundary": "x"})
+    assert media_type("text/plain;;flag") == ("text/plain", {})
+    assert _is_json_type("application/json;  charset=utf8")
+    assert _is_json_type('application/json; charset="utf-8"')
+    assert not _is_json_type("application/json; charset=latin-1")
+    assert not _is_json_type("application/jsonx")
+    assert not _is_json_type("")

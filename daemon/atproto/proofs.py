@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from daemon.http.base import ApiError, strict_json_loads
+from daemon.base.types import ApiError
+from daemon.http.base import strict_json_loads
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from daemon.http.base import ApiError
+from daemon.base.types import ApiError
 from daemon.http.validate import invalid
 
 _B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"

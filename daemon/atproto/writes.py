@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from daemon.runtime.clock import iso
-from daemon.http.base import ApiError
+from daemon.base.types import ApiError
 from daemon.runtime.locks import KeyedLocks
 from store import intents as store
 from store.db import Row, Transaction

@@ -25,12 +25,11 @@ import json
 import logging
 import math
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-import tornado.httputil
 import tornado.web
 
+from daemon.base.types import ApiError, Principal
 from daemon.http.openapi import STRING, arr, obj, operation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,51 +55,8 @@ SERVER_HEADER = "commonroom"
 #: larger or unsized body is not read: the refusal closes the connection instead.
 DRAIN_LIMIT = 64 * 1024
 
-_DEFAULT_CODES = {
-    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-    415: "unsupported_media_type", 429: "rate_limited", 500: "internal_error",
-    502: "upstream_error", 503: "unavailable",
-}
-
-
 #: The browser session cookie (daemon/security/sessions.py issues it).
 SID_COOKIE = "sid"
-
-
-class ApiError(Exception):
-    """An error answered as JSON with `status`."""
-
-    def __init__(self, status: int, code: str | None = None, message: str | None = None,
-                 details: Any = None, headers: dict[str, str] | None = None) -> None:
-        self.status = status
-        self.code = code or _DEFAULT_CODES.get(status, "error")
-        self.message = message or tornado.web.httputil.responses.get(status, "Error")
-        self.details = details
-        self.headers = headers or {}
-        super().__init__(f"{status} {self.code}: {self.message}")
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"error": self.code, "message": self.message}
-        if self.details is not None:
-            out["details"] = self.details
-        return out
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: an app (API key) or a person (browser session). Read-only: one
-    object may serve several requests (API-key principals are cached)."""
-
-    kind: str                          # "app" or "session"
-    did: str | None = None             # the session's user
-    handle: str | None = None
-    app_id: str | None = None
-    app_owner_did: str | None = None
-    session_id: str | None = None      # hash of the sid cookie
-    csrf_token: str | None = None
-    rate_limit: tuple[int, float] | None = None  # an app's custom (requests, window)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ cursors
@@ -260,11 +216,27 @@ def _is_json_type(content_type: str | None) -> bool:
         return False
     if content_type.lower() in _PLAIN_JSON_TYPES:
         return True
-    main, params = tornado.httputil._parse_header(content_type)
-    if main.strip().lower() != "application/json":
+    main, params = media_type(content_type)
+    if main != "application/json":
         return False
     charset = params.get("charset")
-    return charset is None or charset.strip().lower() in ("utf-8", "utf8")
+    return charset is None or charset.lower() in ("utf-8", "utf8")
+
+
+def media_type(value: str) -> tuple[str, dict[str, str]]:
+    """A ``Content-Type`` value as (the media type, lower-case; its parameters, names
+    lower-case, values unquoted): ``text/html; charset="UTF-8"`` → ``("text/html",
+    {"charset": "UTF-8"})``. Parameters without ``=`` are ignored."""
+    main, _, rest = value.partition(";")
+    params: dict[str, str] = {}
+    for part in rest.split(";"):
+        name, eq, val = part.partition("=")
+        if eq and name.strip():
+            val = val.strip()
+            if len(val) >= 2 and val[0] == val[-1] == '"':
+                val = val[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+            params[name.strip().lower()] = val
+    return main.strip().lower(), params
 
 
 def _json_encodable(value: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from daemon.http.base import ApiError
+from daemon.base.types import ApiError
 
 _HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 

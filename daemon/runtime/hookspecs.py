@@ -34,7 +34,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.declarations import Capability, EventKind, Link, WebFolders
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
-    from daemon.http.base import BaseHandler, Principal
+    from daemon.base.types import Principal
+    from daemon.http.base import BaseHandler
     from daemon.sync import Interest, SyncEvent
     from store.db import Transaction
 

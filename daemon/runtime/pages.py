@@ -16,7 +16,8 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from daemon.http.base import STATE_CHANGING, ApiError, BaseHandler, Principal, log_failure, same_site_path
+from daemon.base.types import ApiError, Principal
+from daemon.http.base import STATE_CHANGING, BaseHandler, log_failure, same_site_path
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 
 #: The CSRF token's form field (its value: the session's token, as in the x-csrf-token header).

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.security.access import Actor, MemberStatus
-    from daemon.http.base import BaseHandler, Principal
+    from daemon.base.types import Principal
+    from daemon.http.base import BaseHandler
     from store.db import Row, Transaction
 
 #: A DID in a route pattern; colons may arrive percent-encoded (Tornado decodes the group).

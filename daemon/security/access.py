@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple
 
-from daemon.http.base import ApiError
+from daemon.base.types import ApiError
 from store import communities as communities_store
 from store import members as members_store
 from store.db import Reader, Row

@@ -9,7 +9,8 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.http.base import ApiError, Principal, SID_COOKIE
+from daemon.base.types import ApiError, Principal
+from daemon.http.base import SID_COOKIE
 from store import sessions as sessions_store
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -298,7 +298,7 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
     the record's `updatedAt`: a grant to someone who joined after the record was last
     written was made to an earlier membership of theirs (a record from before holders were
     dropped on leaving). No record: no custom roles, nobody holds a role."""
-    from daemon.http.base import ApiError as Refused
+    Refused = ApiError
     defs: Definitions = {}
     holders: Holders = {}
     written = _instant((record or {}).get("updatedAt"))
