@@ -1,14 +1,16 @@
 """One write path for everything the service writes to a repo on a PDS (``app.writes``).
 
-Every command that writes to a repo reads as one straight line:
+Every command that writes to a repo is one straight line, run by :meth:`Writes.run`
+while holding the command's locks (:meth:`Writes.lock`, one registry):
 
-1. **check** the state from the local index (refusals change nothing);
-2. **intent**: one transaction records a row in ``write_intents`` holding the record key
-   chosen up front (a retry of the same subject reuses the row, so it writes the same
-   record: ``putRecord`` at a known key and ``deleteRecord`` are idempotent);
-3. the **PDS write(s)**, through :func:`pds` (one error policy) while holding the subject's
-   lock (:meth:`Writes.lock`, one registry); a failed multi-record write takes back what it
-   wrote (:func:`roll_back`);
+1. **check** the state from the local index (refusals change nothing), and in the same
+   transaction
+2. record the **intent**: a row in ``write_intents`` holding the record key chosen up
+   front (a retry of the same subject reuses the row, so it writes the same record:
+   ``putRecord`` at a known key and ``deleteRecord`` are idempotent);
+3. the **PDS write(s)**, under one error policy (:func:`pds_failure`, and the command's
+   ``on_pds_error``: keep the intent, drop it when surely unwritten, or take back what a
+   multi-record write wrote with :func:`roll_back`);
 4. **one local transaction**: re-check, change the index, delete the intent
    (:meth:`Writes.finish_tx`), emit the event and write the audit entry.
 
