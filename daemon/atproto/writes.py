@@ -428,8 +428,9 @@ class Writes:
         async with self.app.db.transaction(f"{intent.kind}.drop") as tx:
             return await self.finish_tx(tx, intent)
 
-    async def get(self, key: str) -> Intent | None:
-        row = await store.get(self.app.db, key)
+    async def get(self, key: str, reader: Any = None) -> Intent | None:
+        """The intent `key` (read in `reader`, e.g. a command's transaction), or None."""
+        row = await store.get(reader or self.app.db, key)
         return Intent.from_row(row) if row is not None else None
 
     # ---------------------------------------------------------------- the reconciler

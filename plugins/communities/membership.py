@@ -10,7 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import NOT_FOUND, app_manages, member_status, require_manager
-from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
+from daemon.plugin import ApiError, Command, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, CommunityCommand, active_tx, admins_list,
                                        admins_record, audit_tx, banned_tx,
@@ -240,19 +240,23 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
 
 
 async def leave(app: "Application", community: Row, user_did: str, actor: Actor, *,
-                reason: str | None = None) -> dict[str, Any]:
+                reason: str | None = None, principal: Any = None) -> dict[str, Any]:
     """Leave (a member) or withdraw a join request (pending). The primary admin must
     transfer first (409); an admin who leaves stops being an admin. A `reason` (the network
-    sync: ``account_deleted``) goes into the event's data and the audit entry."""
+    sync: ``account_deleted``) goes into the event's data and the audit entry. With the
+    signed-in user's `principal` (the browser), the deletion of their own membership record
+    is recorded as an intent in the same transaction (:class:`DeleteOwnRecord` runs it)."""
     did = community["did"]
     status = await member_status(app.db, did, user_did)
     if status.is_pending and not status.is_member:
         async with app.db.transaction("communities.withdraw") as tx:
             await active_tx(tx, did)
+            request = await members_store.get_request(tx, did, user_did)
             if not await members_store.delete_request_tx(tx, did, user_did):
                 raise ApiError(404, "not_member", "This user is not a member of the community.")
             await communities_store.adjust_counts_tx(tx, did, pending=-1)
             await audit_tx(app, tx, did, "member.request_withdrawn", actor, user_did)
+            await own_record_gone_tx(app, tx, did, request, principal)
         return {"status": "withdrawn", "communityDid": did, "memberDid": user_did}
     if not status.is_member:
         raise ApiError(404, "not_member", "This user is not a member of the community.")
@@ -261,7 +265,7 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
                        "The primary admin cannot leave: transfer the primary admin role to another "
                        "member first (admins/transfer).")
     return await _remove(app, community, user_did, actor, "member.left", reason,
-                         {"reason": reason} if reason else {})
+                         {"reason": reason} if reason else {}, principal=principal)
 
 
 async def remove(app: "Application", community: Row, member_did: str, actor: Actor,
@@ -310,10 +314,10 @@ class RemoveMember(Removal):
     """Leave or removal of a member: the proof deleted, then the index, event and audit."""
 
     def __init__(self, app: "Application", did: str, member_did: str, actor: Actor, event: str,
-                 reason: str | None, extra: dict[str, Any], admins_too: bool) -> None:
+                 reason: str | None, extra: dict[str, Any], admins_too: bool, principal: Any = None) -> None:
         super().__init__(app, did, actor)
         self.member_did, self.event, self.reason, self.extra = member_did, event, reason, extra
-        self.admins_too, self.name = admins_too, "communities.remove"
+        self.admins_too, self.principal, self.name = admins_too, principal, "communities.remove"
 
     async def check(self, tx: Transaction) -> Plan:
         did, member_did = self.did, self.member_did
@@ -341,13 +345,15 @@ class RemoveMember(Removal):
         await emit_tx(app, tx, event, community_did=did, data={"memberDid": member_did, **self.extra},
                       app_id=actor.app_id, actor_did=actor.did)
         await audit_tx(app, tx, did, event, actor, member_did, self.reason, metadata={"wasAdmin": self.was_admin})
+        await own_record_gone_tx(app, tx, did, self.member, self.principal)
         return self.member
 
 
 async def _remove(app: "Application", community: Row, member_did: str, actor: Actor, event: str,
-                  reason: str | None, extra: dict[str, Any], admins_too: bool = True) -> dict[str, Any]:
+                  reason: str | None, extra: dict[str, Any], admins_too: bool = True,
+                  principal: Any = None) -> dict[str, Any]:
     did = community["did"]
-    await app.writes.run(RemoveMember(app, did, member_did, actor, event, reason, extra, admins_too))
+    await app.writes.run(RemoveMember(app, did, member_did, actor, event, reason, extra, admins_too, principal))
     return {"status": "left" if event == "member.left" else "removed", "communityDid": did,
             "memberDid": member_did}
 
@@ -368,39 +374,61 @@ async def browser_join(app: "Application", community: Row, principal: Any, *,
     return await join(app, community, user, Actor(user, None, proven=True), invite=invite, principal=principal)
 
 
+async def own_record_gone_tx(app: "Application", tx: Transaction, did: str, row: Row | None,
+                             principal: Any) -> None:
+    """In a browser leave's transaction: record the deletion of the user's own membership
+    record (the one `row`, their member row or request, refers to) as an intent, unless an
+    earlier intent on it is still to settle (the reconciler deletes the record then)."""
+    rkey = _rkey_of(row["membership_uri"]) if principal is not None and row is not None else None
+    key = f"membership:{did}:{principal.did}" if principal is not None else ""
+    if rkey and await app.writes.get(key, tx) is None:
+        await app.writes.begin_tx(tx, kind=MEMBERSHIP, key=key, community_did=did, operation="membership.delete",
+                                  rkey=rkey, payload={"userDid": principal.did, "sessionId": principal.session_id})
+
+
+class DeleteOwnRecord(Command):
+    """After a browser leave: delete the user's own membership record, as the intent its
+    transaction recorded says. A failing user PDS keeps the intent (the reconciler deletes
+    the record later)."""
+
+    kind, name = MEMBERSHIP, "communities.own_record"
+
+    def __init__(self, app: "Application", did: str, principal: Any) -> None:
+        self.app, self.did, self.principal = app, did, principal
+        self.key = f"membership:{did}:{principal.did}"
+
+    def locks(self) -> list[str]:
+        return [self.key]
+
+    async def check(self, tx: Transaction) -> Plan | None:
+        pending = await self.app.writes.get(self.key, tx)
+        if pending is None or pending.operation != "membership.delete":
+            return None  # nothing recorded, or an earlier write still to settle
+        return Plan(key=self.key, operation=pending.operation, rkey=pending.rkey, community_did=self.did,
+                    payload=pending.payload)
+
+    async def repo(self) -> Any:
+        return await self.app.writes.user_repo(self.principal)
+
+    async def write(self, run: Run) -> None:
+        assert run.intent is not None and run.intent.rkey
+        await asyncio.wait_for(run.delete(nsid(self.app, "membership"), run.intent.rkey),
+                               self.app.config.atproto.request_timeout_seconds * 2)
+
+
 async def browser_leave(app: "Application", community: Row, principal: Any) -> dict[str, Any]:
-    """Leave (or withdraw a request) as the signed-in user: the community's side, then,
-    after the local commit, delete the user's own membership record. That deletion is an
-    intent begun before the leave: a failing user PDS (logged; it never stops anyone
+    """Leave (or withdraw a request) as the signed-in user: the community's side, recording
+    the deletion of the user's own membership record in its transaction, then that
+    deletion (:class:`DeleteOwnRecord`). A failing user PDS (logged; it never stops anyone
     leaving) or a crash leaves it to the reconciler, which deletes the record later."""
     did, user = community["did"], principal.did
-    key = f"membership:{did}:{user}"
-    async with app.writes.lock(key):
-        row = await members_store.get_member(app.db, did, user) or \
-            await members_store.get_request(app.db, did, user)
-        rkey = _rkey_of(row["membership_uri"]) if row is not None else None
-        intent = None
-        if rkey and await app.writes.get(key) is None:  # else an earlier one is still to settle
-            intent = await app.writes.begin(
-                kind=MEMBERSHIP, key=key, community_did=did, operation="membership.delete", rkey=rkey,
-                payload={"userDid": user, "sessionId": principal.session_id})
+    async with app.writes.lock(f"membership:{did}:{user}"):
+        result = await leave(app, community, user, Actor(user, None, proven=True), principal=principal)
         try:
-            result = await leave(app, community, user, Actor(user, None, proven=True))
-        except BaseException:
-            if intent is not None:
-                await app.writes.drop(intent)  # refused: nothing was deleted anywhere
-            raise
-        try:
-            if rkey:
-                repo = await app.writes.user_repo(principal)
-                await asyncio.wait_for(repo.delete_record(nsid(app, "membership"), rkey),
-                                       app.config.atproto.request_timeout_seconds * 2)
-            if intent is not None:
-                await app.writes.drop(intent)
+            await app.writes.run(DeleteOwnRecord(app, did, principal))
         except Exception as exc:  # noqa: BLE001
             # Never raise: the community side has changed and the caller must hear so. The
-            # stray record is harmless (the community's proof is gone); the reconciler (or
-            # the user) deletes it.
+            # stray record is harmless (the community's proof is gone).
             log.warning("left %s, but could not delete the membership record of %s in their repo: %r",
                         did, user, exc)
         return result
