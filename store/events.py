@@ -11,7 +11,7 @@ async def insert_event_tx(tx: Transaction, *, event_id: str, type: str, communit
                           app_id: str | None, actor_did: str | None, data_json: str,
                           created_at: str, audience: str = "", people: str = "*") -> int:
     """Record an event; `audience` (who hears of it) and `people` (who of them sees the
-    people it names) in the stored form of `daemon.security.access.AppSet`."""
+    people it names) in the stored form of `daemon.runtime.events.AppSet`."""
     cur = await tx.execute(
         "INSERT INTO events (id, type, community_did, app_id, actor_did, data, created_at, audience, people) "
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

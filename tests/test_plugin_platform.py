@@ -131,7 +131,7 @@ def test_two_plugins_publishing_one_interface_stop_start_up(tmp_path, io_loop):
 
 async def _member(app: Any, community: str, did: str, *, admin_rank: int | None = None,
                   roles: str | None = None, grants: str | None = None) -> None:
-    from store import members
+    from plugins.communities import store as members
     async with app.db.transaction("test.member") as tx:
         await members.insert_member_tx(tx, community_did=community, member_did=did, now=app.clock.iso_now(),
                                        proof_rkey="3kp" + did[-4:], proof_cid=None, membership_uri=None,

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from daemon.runtime.plugins import call_hook
-from daemon.security.access import Audience, event_audience
 from store import events as events_store
 from store.db import Transaction
 
@@ -27,6 +26,78 @@ EVENT_TYPES = (
 )
 
 
+# ------------------------------------------------------------------ who hears of an event
+
+
+@dataclass(frozen=True)
+class AppSet:
+    """Every app, or only those in `apps`."""
+
+    everyone: bool
+    apps: frozenset[str] = frozenset()
+
+    def has(self, app_id: str | None) -> bool:
+        return self.everyone or (app_id is not None and app_id in self.apps)
+
+    def stored(self) -> str:
+        """The form kept in ``events.audience`` and ``events.people``
+        (store/migrations/0005_event_audience.sql)."""
+        if self.everyone:
+            return "*"
+        return f" {' '.join(sorted(self.apps))} " if self.apps else ""
+
+    @classmethod
+    def from_stored(cls, text: str | None) -> "AppSet":
+        if text == "*":
+            return EVERY
+        return cls(False, frozenset((text or "").split()))
+
+
+EVERY = AppSet(True)
+NONE = AppSet(False)
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who may hear of an event (`hears`), and who of them may see the people its data
+    names (`people`): the others get the data without `PERSON_KEYS` (`event_data_for`)."""
+
+    hears: AppSet
+    people: AppSet = EVERY
+
+    def admits(self, app_id: str | None) -> bool:
+        return self.hears.has(app_id)
+
+    def shows_people_to(self, app_id: str | None) -> bool:
+        return self.people.has(app_id)
+
+    @classmethod
+    def from_stored(cls, hears: str | None, people: str | None = "*") -> "Audience":
+        return cls(AppSet.from_stored(hears), AppSet.from_stored(people))
+
+
+EVERY_APP = Audience(EVERY)
+NO_APP = Audience(NONE)
+
+
+#: Keys of an event's data that name a person (the member, the writer, the moderator).
+PERSON_KEYS = frozenset({"memberDid", "userDid", "authorDid", "actorDid", "approvedBy", "rejectedBy",
+                         "removedBy", "bannedBy", "unbannedBy", "updatedBy"})
+
+
+def event_data_for(event_type: str, data: dict[str, Any], *, sees_roster: bool) -> dict[str, Any] | None:
+    """An event's data as an app receives it, given `app_sees_roster` for the app and the
+    event's community: all of it if the app sees the roster; otherwise None (not sent at
+    all) for ``member.*`` events, which exist to say who joined or left, and for any other
+    event the data without the keys that name a person (`PERSON_KEYS`: a record event
+    keeps its collection, rkey, uri and cid and loses ``userDid``)."""
+    if sees_roster:
+        return dict(data)
+    if event_type.startswith("member."):
+        return None
+    return {k: v for k, v in data.items() if k not in PERSON_KEYS}
+
+
 @dataclass(frozen=True)
 class Event:
     id: str
@@ -37,7 +108,7 @@ class Event:
     actor_did: str | None
     data: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
-    #: The apps that may hear of it, decided at commit (`daemon.security.access.event_audience`).
+    #: The apps that may hear of it, decided at commit (`decide_audience`).
     audience: Audience | None = None
 
     def payload(self) -> dict[str, Any]:
@@ -55,13 +126,27 @@ def managers_only(app: "Application", type: str) -> bool:
     return kind is not None and kind.audience == "managers"
 
 
+async def decide_audience(app: "Application", tx: Transaction, community_did: str | None, app_id: str | None,
+                          type: str) -> Audience:
+    """Who may hear of an event: one outside any community only the app that caused it; one
+    in a community as the communities plugin decides, which owns the community's visibility
+    (`CommunitiesService.event_audience`; the core reads no plugin's table). Without that
+    plugin, no app."""
+    if community_did is None:
+        return Audience(AppSet(False, frozenset({app_id}))) if app_id else NO_APP
+    if app.communities is None:
+        return NO_APP
+    return await app.communities.event_audience(tx, community_did, app_id, type,
+                                                managers_only=managers_only(app, type))
+
+
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,
                   data: dict[str, Any], app_id: str | None = None,
                   actor_did: str | None = None) -> Event:
     """Record an event in `tx` and let plugins react inside the same transaction."""
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
-    audience = await event_audience(tx, community_did, app_id, type, managers_only=managers_only(app, type))
+    audience = await decide_audience(app, tx, community_did, app_id, type)
     seq = await events_store.insert_event_tx(
         tx, event_id=event_id, type=type, community_did=community_did, app_id=app_id,
         actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,

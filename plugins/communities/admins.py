@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.plugin import MemberStatus, member_status, require_manager
+from daemon.plugin import MemberStatus
+from plugins.communities.access import member_status, require_manager
 from daemon.plugin import ApiError, Row, pds
 from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person,
                                        require_role)
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -46,7 +46,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
         await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(new, now)))
         async with app.db.transaction("communities." + action) as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
-            await members_store.set_admins_tx(tx, did, new)
+            await store.set_admins_tx(tx, did, new)
             await app.writes.finish_tx(tx, intent)
             await audit_tx(app, tx, did, action, actor, target_did,
                            metadata={"admins": [a for a, _ in new]})
@@ -112,10 +112,10 @@ async def allow_app(app: "Application", community: Row, app_id: str, actor: Acto
         await require_manager(tx, row, actor.app_id)
         require_role(await member_status(tx, did, actor.did), admin=True)
         if allow:
-            changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
+            changed = await store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
                                                            manage=manage)
         else:
-            changed = await communities_store.disallow_app_tx(tx, did, app_id)
+            changed = await store.disallow_app_tx(tx, did, app_id)
         if changed:
             await audit_tx(app, tx, did, "community.app_allowed" if allow else "community.app_disallowed",
                            actor, None, metadata={"appId": app_id, "manage": bool(allow and manage)})

@@ -4,7 +4,7 @@ subscribers (docs/events.md).
 A cursor is the outbox ``seq`` of the last event a reader has passed (seen or filtered
 out), encoded as every cursor of the API is (`daemon.http.base.encode_cursor`). What an
 app may hear of was decided when each event was recorded (``events.audience``, from
-`daemon.security.access.event_audience`, the decision webhook fan-out uses too).
+`CommunitiesService.event_audience`, the decision webhook fan-out uses too).
 
 Live events reach subscribers through one reader, the hub: woken after each commit (the
 `cr_event` hook) and once a second (events written by another process, e.g. the

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto import writes as core
 from daemon.plugin import ApiError, Intent, Transaction, WriteKind, emit_tx
-from store import records as store
+from plugins.records import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
