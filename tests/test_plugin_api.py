@@ -37,7 +37,7 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
     },
     "events": {
-        "store.events": "the events outbox, the core table plugins may read (docs/plugins.md)",
+        "daemon.runtime.events": "the events outbox's queries, the core table plugins may read (docs/plugins.md)",
         "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
         "daemon.runtime.plugins": "call_hook for cr_events_needed: " + _INTERNAL,
     },

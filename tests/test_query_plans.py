@@ -41,8 +41,8 @@ OFF_REQUEST_PATH = {
     "daemon/runtime/backup.py::schema_versions": "backup and restore (operator commands)",
     "store/sessions.py::delete_expired_tx": "the hourly session clean-up (sessions.janitor)",
     "store/intents.py::pending": "the reconciler's pass over pending write intents (start-up, then periodic)",
-    "store/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
-    "store/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
+    "daemon/atproto/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
+    "daemon/runtime/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
                                  "in seq (rowid) order, LIMIT-bounded",
 }
 
@@ -67,7 +67,7 @@ FILL: dict[str, dict[str, str]] = {
         "member_join": "LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?",
         "' AND '.join(where)": "c.state = 'active' AND c.id < ? AND c.id IN "
                                "(SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)"},
-    "store/identity.py::get_dids": {"marks": "?, ?, ?"},
+    "daemon/atproto/identity.py::get_dids": {"marks": "?, ?, ?"},
     "plugins/communities/store.py::profiles": {"marks": "?, ?, ?"},
     "plugins/communities/store.py::communities_by_dids_tx": {"marks": "?, ?, ?"},
     "plugins/webhooks/store.py::all_webhooks": {"where": "WHERE w.app_id = ?"},
