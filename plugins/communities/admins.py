@@ -12,7 +12,8 @@ from daemon.plugin import ApiError, Row, pds
 from plugins.communities.steps import (ADMINS, Actor, active_tx, admins_list, admins_record, audit_tx,
                                        community_lock, community_repo_for, nsid, require_person,
                                        require_role)
-from plugins.communities import store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -46,7 +47,7 @@ async def _write_admins(app: "Application", community: Row, actor: Actor, action
         await pds(repo.put_record(nsid(app, "admins"), "self", admins_record(new, now)))
         async with app.db.transaction("communities." + action) as tx:
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
-            await store.set_admins_tx(tx, did, new)
+            await members_store.set_admins_tx(tx, did, new)
             await app.writes.finish_tx(tx, intent)
             await audit_tx(app, tx, did, action, actor, target_did,
                            metadata={"admins": [a for a, _ in new]})
@@ -112,10 +113,10 @@ async def allow_app(app: "Application", community: Row, app_id: str, actor: Acto
         await require_manager(tx, row, actor.app_id)
         require_role(await member_status(tx, did, actor.did), admin=True)
         if allow:
-            changed = await store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
+            changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
                                                            manage=manage)
         else:
-            changed = await store.disallow_app_tx(tx, did, app_id)
+            changed = await communities_store.disallow_app_tx(tx, did, app_id)
         if changed:
             await audit_tx(app, tx, did, "community.app_allowed" if allow else "community.app_disallowed",
                            actor, None, metadata={"appId": app_id, "manage": bool(allow and manage)})

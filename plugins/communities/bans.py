@@ -18,7 +18,9 @@ from plugins.communities.steps import (REMOVE, Actor, active_tx, admins_list, ad
                                        community_lock, community_repo_for, nsid, require_person)
 from plugins.communities import roles
 from plugins.communities.capabilities import require_capability
-from plugins.communities import store
+from plugins.communities import store as bans_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, MemberStatus
@@ -53,9 +55,9 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
         await require_person(app, target_did, "memberDid")  # a ban in advance names a real person
     async with community_lock(app, did), app.writes.lock(f"proof:{did}:{target_did}"):
         _may_ban(await member_status(app.db, did, actor.did), await member_status(app.db, did, target_did))
-        if await store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
+        if await members_store.active_ban(app.db, did, target_did, app.clock.iso_now()) is not None:
             raise ApiError(409, "already_banned", "This user is already banned; unban first to change the ban.")
-        member = await store.get_member(app.db, did, target_did)
+        member = await members_store.get_member(app.db, did, target_did)
         was_admin = member is not None and member["admin_rank"] is not None
         intent = None
         if member is not None:
@@ -76,16 +78,16 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
             await require_manager(tx, await active_tx(tx, did), actor.app_id)
             if intent is not None:
                 await app.writes.finish_tx(tx, intent)
-            removed = member is not None and await store.delete_member_tx(tx, did, target_did)
+            removed = member is not None and await members_store.delete_member_tx(tx, did, target_did)
             if removed:
                 if was_admin:
-                    await store.set_admins_tx(tx, did, admins)
-                await store.adjust_counts_tx(tx, did, members=-1)
-            dropped = await store.delete_request_tx(tx, did, target_did)
+                    await members_store.set_admins_tx(tx, did, admins)
+                await communities_store.adjust_counts_tx(tx, did, members=-1)
+            dropped = await members_store.delete_request_tx(tx, did, target_did)
             if dropped:
-                await store.adjust_counts_tx(tx, did, pending=-1)
+                await communities_store.adjust_counts_tx(tx, did, pending=-1)
             now = app.clock.iso_now()
-            await store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
+            await bans_store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
                                         expires_at=expires_at, banned_by=actor.did, app_id=actor.app_id, now=now)
             data = {"memberDid": target_did, "bannedBy": actor.did, "reason": reason, "expiresAt": expires_at,
                     "wasMember": removed, "wasPending": dropped}
@@ -105,7 +107,7 @@ async def unban(app: "Application", community: Row, target_did: str, actor: Acto
     async with app.db.transaction("communities.unban") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.ban")
-        lifted = await store.lift_tx(tx, did, target_did, app.clock.iso_now())
+        lifted = await bans_store.lift_tx(tx, did, target_did, app.clock.iso_now())
         if lifted is None:
             raise ApiError(404, "not_banned", "This user is not banned from the community.")
         await emit_tx(app, tx, "member.unbanned", community_did=did,

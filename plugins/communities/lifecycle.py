@@ -18,7 +18,8 @@ from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, active_tx
                                        membership_proof, nsid, profile_record, require_person, require_role,
                                        store_profile_tx)
 from store import accounts as accounts_store
-from plugins.communities import store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -65,7 +66,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         wanted = (handle or default_handle(display_name, actor.did)).strip().lower().lstrip("@")
         if "." not in wanted:
             wanted += await pds(fetch_handle_domain(app))
-        unfinished = await store.creating_community(app.db, handle=wanted)
+        unfinished = await communities_store.creating_community(app.db, handle=wanted)
         if unfinished is not None and unfinished["creator_did"] == actor.did:
             # An earlier attempt provisioned the account and failed later: finish it.
             account = CommunityAccount(unfinished["did"], unfinished["handle"], unfinished["pds_url"])
@@ -82,21 +83,21 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
                          description: str, type: str, visibility: dict[str, Any] | None = None) -> dict[str, Any]:
     now = app.clock.iso_now()
     async with app.db.transaction("communities.create_begin") as tx:
-        row = await store.get_community(tx, account.did)
+        row = await communities_store.get_community(tx, account.did)
         if row is not None and (row["state"] == "active" or row["creator_did"] != actor.did):
             raise ApiError(409, "community_exists", f"{account.handle} is already a community here.")
         if row is None:
-            await store.insert_community_tx(
+            await communities_store.insert_community_tx(
                 tx, did=account.did, handle=account.handle, display_name=display_name,
                 description=description, type=type, pds_url=account.pds_url, account_kind=kind,
                 creator_did=actor.did, creator_app_id=actor.app_id, proof_rkey=new_tid(app.clock),
                 now=now)
         else:
-            await store.update_community_tx(
+            await communities_store.update_community_tx(
                 tx, account.did, now, display_name=display_name, description=description, type=type,
                 handle=account.handle, pds_url=account.pds_url)
-        await store.set_visibility_tx(tx, account.did, None, **(visibility or {}))
-        row = await store.get_community(tx, account.did)
+        await communities_store.set_visibility_tx(tx, account.did, None, **(visibility or {}))
+        row = await communities_store.get_community(tx, account.did)
         intent = await app.writes.begin_tx(tx, kind=CREATE, key=f"create:{account.did}", community_did=account.did,
                                            operation="community.created", rkey=row["proof_rkey"],
                                            payload={"creatorDid": actor.did})
@@ -120,12 +121,12 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
                        "to finish creating it.") from None
     profile = await profile_task
     async with app.db.transaction("communities.create") as tx:
-        await store.update_community_tx(tx, did, app.clock.iso_now(), state="active")
-        await store.insert_member_tx(
+        await communities_store.update_community_tx(tx, did, app.clock.iso_now(), state="active")
+        await members_store.insert_member_tx(
             tx, community_did=did, member_did=actor.did, now=now, proof_rkey=proof_rkey,
             proof_cid=proof.get("cid"), membership_uri=None, membership_cid=None,
             app_id=actor.app_id, admin_rank=0)
-        await store.set_counts_tx(tx, did, 1, 0)
+        await communities_store.set_counts_tx(tx, did, 1, 0)
         await app.writes.finish_tx(tx, intent)
         await store_profile_tx(app, tx, actor.did, profile)
         await emit_tx(app, tx, "member.joined", community_did=did, data={"memberDid": actor.did},
@@ -136,7 +137,7 @@ async def _create_locked(app: "Application", actor: Actor, account: Any, kind: s
 
 
 async def _refuse_existing(app: "Application", did: str) -> None:
-    row = await store.get_community(app.db, did)
+    row = await communities_store.get_community(app.db, did)
     if row is not None and row["state"] == "active":
         raise ApiError(409, "community_exists", f"{did} is already a community here.")
 
@@ -172,7 +173,7 @@ async def update_profile(app: "Application", community: Row, actor: Actor, **cha
                                                      updated_at=app.clock.iso_now())))
         async with app.db.transaction("communities.profile") as tx:
             await active_tx(tx, did)
-            await store.update_community_tx(tx, did, app.clock.iso_now(), **fields)
+            await communities_store.update_community_tx(tx, did, app.clock.iso_now(), **fields)
             await app.writes.finish_tx(tx, intent)
             await audit_tx(app, tx, did, "community.profile_updated", actor, None,
                            metadata={"fields": changed})
@@ -209,7 +210,7 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
             await audit_tx(app, tx, did, "community.deleted", actor, None,
                            metadata={"handle": row["handle"], "memberCount": row["member_count"],
                                      "account": row["account_kind"]})
-            await store.delete_community_tx(tx, did)
+            await communities_store.delete_community_tx(tx, did)
             await accounts_store.delete_account_tx(tx, did)
     try:
         # Drops the cached PDS session (the stored row is already gone: idempotent).

@@ -18,7 +18,8 @@ from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, active_
                                        membership_record, nsid, refuse_banned, require_person,
                                        store_profile_tx)
 from plugins.communities.capabilities import require_capability
-from plugins.communities import store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -72,10 +73,10 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
             banned = await banned_tx(app, tx, did, user_did)
             if banned is not None:
                 raise banned
-            await store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
+            await members_store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
                                                   membership_uri=membership_uri,
                                                   membership_cid=membership_cid, app_id=actor.app_id)
-            await store.adjust_counts_tx(tx, did, pending=1)
+            await communities_store.adjust_counts_tx(tx, did, pending=1)
             await store_profile_tx(app, tx, user_did, profile)
             for intent in finish_too:
                 await app.writes.finish_tx(tx, intent)
@@ -125,7 +126,7 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
     refusal: ApiError | None = None
     keep_rkey: str | None = None  # the committed member's proof: never roll that one back
     async with app.db.transaction("communities.confirm") as tx:
-        row = await store.get_community(tx, did)
+        row = await communities_store.get_community(tx, did)
         status = await member_status(tx, did, user_did)
         if row is None or row["state"] != "active":
             refusal = NOT_FOUND(did)
@@ -135,7 +136,7 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
             # A concurrent request won. If it shared our intent, its proof is the one
             # we wrote (same key); otherwise ours is a second proof, rolled back below.
             refusal = ApiError(409, "already_member", "This user is already a member of the community.")
-            member = await store.get_member(tx, did, user_did)
+            member = await members_store.get_member(tx, did, user_did)
             keep_rkey = member["proof_rkey"] if member is not None else None
         elif from_request and not status.is_pending:
             # The request was withdrawn or rejected meanwhile: take the proof back.
@@ -146,13 +147,13 @@ async def _confirm_locked(app: "Application", community: Row, user_did: str, act
             await app.writes.finish_tx(tx, pending)
         else:
             if status.is_pending:
-                await store.delete_request_tx(tx, did, user_did)
-                await store.adjust_counts_tx(tx, did, pending=-1)
-            await store.insert_member_tx(
+                await members_store.delete_request_tx(tx, did, user_did)
+                await communities_store.adjust_counts_tx(tx, did, pending=-1)
+            await members_store.insert_member_tx(
                 tx, community_did=did, member_did=user_did, now=confirmed_at, proof_rkey=rkey,
                 proof_cid=written.get("cid"), membership_uri=membership_uri,
                 membership_cid=membership_cid, app_id=actor.app_id)
-            await store.adjust_counts_tx(tx, did, members=1)
+            await communities_store.adjust_counts_tx(tx, did, members=1)
             for intent in (pending, *finish_too):
                 await app.writes.finish_tx(tx, intent)
             await store_profile_tx(app, tx, user_did, profile)
@@ -183,7 +184,7 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
     # Checked when they asked, but a request stored before DIDs were checked may name one
     # that is malformed or does not exist: nothing is written for it (cheap: cached).
     await require_person(app, member_did, "memberDid")
-    req = await store.get_request(app.db, did, member_did)
+    req = await members_store.get_request(app.db, did, member_did)
     uri, cid = (req["membership_uri"], req["membership_cid"]) if req else (None, None)
     return await _confirm(app, community, member_did, actor, "member.approved", uri, cid, None,
                           extra={"approvedBy": actor.did}, from_request=True)
@@ -195,12 +196,12 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
     async with app.db.transaction("communities.reject") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.approve")
-        if not await store.delete_request_tx(tx, did, member_did):
+        if not await members_store.delete_request_tx(tx, did, member_did):
             if (await member_status(tx, did, member_did)).is_member:
                 raise ApiError(409, "already_member", "This user is already a member of the community; "
                                "remove them instead.")
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
-        await store.adjust_counts_tx(tx, did, pending=-1)
+        await communities_store.adjust_counts_tx(tx, did, pending=-1)
         await emit_tx(app, tx, "member.rejected", community_did=did,
                       data={"memberDid": member_did, "rejectedBy": actor.did, "reason": reason},
                       app_id=actor.app_id, actor_did=actor.did)
@@ -224,10 +225,10 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
     if status.is_pending and not status.is_member:
         async with app.db.transaction("communities.withdraw") as tx:
             await active_tx(tx, did)
-            request = await store.get_request(tx, did, user_did)
-            if not await store.delete_request_tx(tx, did, user_did):
+            request = await members_store.get_request(tx, did, user_did)
+            if not await members_store.delete_request_tx(tx, did, user_did):
                 raise ApiError(404, "not_member", "This user is not a member of the community.")
-            await store.adjust_counts_tx(tx, did, pending=-1)
+            await communities_store.adjust_counts_tx(tx, did, pending=-1)
             await audit_tx(app, tx, did, "member.request_withdrawn", actor, user_did)
         await _best_effort(after_commit, request, did, user_did)
         return {"status": "withdrawn", "communityDid": did, "memberDid": user_did}
@@ -264,7 +265,7 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
                   admins_too: bool = True) -> dict[str, Any]:
     did = community["did"]
     async with community_lock(app, did):
-        member = await store.get_member(app.db, did, member_did)
+        member = await members_store.get_member(app.db, did, member_did)
         if member is None:
             raise ApiError(404, "not_member", "This user is not a member of the community.")
         if member["admin_rank"] is not None and not admins_too:  # promoted meanwhile
@@ -289,12 +290,12 @@ async def _remove(app: "Application", community: Row, member_did: str, actor: Ac
         async with app.db.transaction("communities.remove") as tx:
             await active_tx(tx, did)
             await app.writes.finish_tx(tx, intent)
-            if not await store.delete_member_tx(tx, did, member_did):
+            if not await members_store.delete_member_tx(tx, did, member_did):
                 gone = True  # a concurrent request removed them first
             else:
                 if was_admin:
-                    await store.set_admins_tx(tx, did, admins)
-                await store.adjust_counts_tx(tx, did, members=-1)
+                    await members_store.set_admins_tx(tx, did, admins)
+                await communities_store.adjust_counts_tx(tx, did, members=-1)
                 await emit_tx(app, tx, event, community_did=did, data={"memberDid": member_did, **extra},
                               app_id=actor.app_id, actor_did=actor.did)
                 await audit_tx(app, tx, did, event, actor, member_did, reason,
@@ -365,8 +366,8 @@ async def browser_leave(app: "Application", community: Row, principal: Any) -> d
     key = f"membership:{did}:{user}"
     collection = nsid(app, "membership")
     async with app.writes.lock(key):
-        row = await store.get_member(app.db, did, user) or \
-            await store.get_request(app.db, did, user)
+        row = await members_store.get_member(app.db, did, user) or \
+            await members_store.get_request(app.db, did, user)
         rkey = _rkey_of(row["membership_uri"]) if row is not None else None
         intent = None
         if rkey and await app.writes.get(key) is None:  # else an earlier one is still to settle

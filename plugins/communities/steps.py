@@ -17,7 +17,9 @@ from urllib.parse import unquote
 
 from daemon.plugin import NOT_FOUND, Actor, MemberStatus
 from daemon.plugin import ApiError, Reader, Row, Transaction, is_did, pds
-from plugins.communities import store
+from plugins.communities import store as audit_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -60,7 +62,7 @@ async def audit_tx(app: "Application", tx: Transaction, community_did: str, acti
                    metadata: dict[str, Any] | None = None) -> None:
     if actor is not None:
         metadata = {**(metadata or {}), "actorProven": actor.proven}
-    await store.insert_entry_tx(
+    await audit_store.insert_entry_tx(
         tx, community_did=community_did, action=action, actor_did=actor.did if actor else None,
         target_did=target_did, reason=reason, metadata=metadata,
         app_id=actor.app_id if actor else None, now=app.clock.iso_now())
@@ -107,7 +109,7 @@ def let_finish(task: "asyncio.Future[Any]") -> None:
 async def store_profile_tx(app: "Application", tx: Transaction, did: str,
                            profile: tuple[str | None, str | None, str | None] | None) -> None:
     if profile is not None:
-        await store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
+        await members_store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
 
 
 async def require_person(app: "Application", did: str, field: str) -> None:
@@ -133,7 +135,7 @@ class Banned(ApiError):
 async def refuse_banned(app: "Application", community_did: str, user_did: str) -> None:
     """403 ``banned`` if a ban on `user_did` is in force (joins, requests, invites; the bans
     themselves are bans.py's)."""
-    ban = await store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
+    ban = await members_store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
     if ban is not None:
         raise Banned(ban)
 
@@ -141,7 +143,7 @@ async def refuse_banned(app: "Application", community_did: str, user_did: str) -
 async def banned_tx(app: "Application", tx: Transaction, community_did: str, user_did: str) -> ApiError | None:
     """The refusal, if a ban is in force, read inside an admission's own transaction (a ban
     that committed after the admission's first check still holds)."""
-    ban = await store.active_ban(tx, community_did, user_did, app.clock.iso_now())
+    ban = await members_store.active_ban(tx, community_did, user_did, app.clock.iso_now())
     return Banned(ban) if ban is not None else None
 
 
@@ -153,7 +155,7 @@ def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = F
 
 
 async def active_tx(tx: Transaction, did: str) -> Row:
-    row = await store.get_community(tx, did)
+    row = await communities_store.get_community(tx, did)
     if row is None or row["state"] != "active":
         raise NOT_FOUND(did)
     return row
@@ -161,7 +163,7 @@ async def active_tx(tx: Transaction, did: str) -> Row:
 
 async def admins_list(db: Reader, community_did: str) -> list[tuple[str, str]]:
     """The admins as (did, addedAt), primary first."""
-    return [(r["member_did"], r["admin_since"]) for r in await store.admins(db, community_did)]
+    return [(r["member_did"], r["admin_since"]) for r in await members_store.admins(db, community_did)]
 
 
 # ------------------------------------------------------------------ the records
