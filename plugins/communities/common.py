@@ -145,7 +145,7 @@ async def _list_members(handler: BaseHandler, row: Row, limit: int, after: int |
 
 async def members_json(handler: Any, row: Row, *, admin_view: bool) -> bytes:
     """`list_members` as the JSON bytes the API answers. A page without `search` is built
-    as text by SQLite (`store.members.member_page`: no dict per member, no encoder); a
+    as text by SQLite (`store.member_page`: no dict per member, no encoder); a
     search, or a row whose roles need it, takes the dict way. Both give the same JSON."""
     limit, after, like = _page_args(handler)
     if like is None:

@@ -345,7 +345,7 @@ async def set_admins_tx(tx: Transaction, community_did: str,
 
 # ------------------------------------------------------------------ lists
 
-#: Members whose account the network reported inactive (store/sync.py) are hidden.
+#: Members whose account the network reported inactive (the core's account_status, store/sync.py) are hidden.
 _ACTIVE_ACCOUNT = "NOT EXISTS (SELECT 1 FROM account_status s WHERE s.did = m.member_did)"
 
 
