@@ -36,13 +36,10 @@ from daemon.runtime.locks import KeyedLocks
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
 from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
-from daemon.runtime.events import EVENT_TYPES, Event, emit_tx
+from daemon.runtime.events import EVENT_TYPES, AppSet, Audience, Event, emit_tx, event_data_for
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
                                      RecordsService, WebhooksService, WebService)
-from daemon.security.access import (APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, AppSet, Audience, MemberStatus,
-                                    app_can_see, app_manages, app_manages_community, app_sees_roster,
-                                    event_audience, event_data_for, member_status, require_community,
-                                    require_manager)
+from daemon.security.access import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, MemberStatus
 from store.db import Reader, Row, Transaction
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
@@ -63,11 +60,11 @@ __all__ = [
     "validate", "invalid", "strip_spoofing", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",
     "normalize_handle", "new_tid", "nsid_problem",
-    # who may see what (communities and the roster; docs/communities.md "Visibility")
-    "member_status", "require_community", "require_manager", "app_can_see", "app_manages",
-    "app_manages_community", "app_sees_roster", "NOT_FOUND", "APP_NOT_TRUSTED", "ROSTER_HIDDEN",
+    # who may see what: the rules are the communities service's (`CommunitiesService`: may_see,
+    # membership, sees_roster, acts_for_admins, ...); these are the errors its answers lead to
+    "NOT_FOUND", "APP_NOT_TRUSTED", "ROSTER_HIDDEN",
     # who hears of an event (decided at its commit; webhooks and the event stream)
-    "event_audience", "event_data_for", "AppSet", "Audience",
+    "event_data_for", "AppSet", "Audience",
     # configuration
     "ConfigError", "check_range",
     # storage

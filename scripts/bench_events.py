@@ -183,8 +183,8 @@ async def main() -> None:
     from daemon.runtime.events import emit_tx
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
-    from store import communities
-    from store import events as events_store
+    from plugins.communities import store as communities
+    from daemon.runtime import events as events_store
 
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {0})

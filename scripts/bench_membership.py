@@ -142,7 +142,7 @@ async def seed(state: Path) -> dict[str, Any]:
     from daemon.runtime.plugins import build_plugin_manager
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     from store.db import Database
     from store.migrate import migrate
 

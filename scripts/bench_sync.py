@@ -150,8 +150,8 @@ async def make_app(tmp: Path, members: list[str], url: str = "http://127.0.0.1:9
 
     import plugins.communities.sync as communities_sync
     from daemon.runtime.app import create_app, load_config
-    from store import communities as communities_store
-    from store import members as members_store
+    from plugins.communities import store as communities_store
+    from plugins.communities import store as members_store
 
     async def no_network(app: Any) -> dict[str, int]:
         return {}

@@ -96,8 +96,8 @@ async def main() -> None:
     from plugins.webhooks import signing
     from plugins.webhooks.delivery import Dispatcher, dispatcher, secret_context
     from store import apps as apps_store
-    from store import communities
-    from store import webhooks as webhooks_store
+    from plugins.communities import store as communities
+    from plugins.webhooks import store as webhooks_store
 
     rport = free_port()
     receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, str(rport)], stdout=subprocess.PIPE)

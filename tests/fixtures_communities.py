@@ -55,8 +55,8 @@ async def seed_community(app: Any, admin_did: str, *, type: str = "open", creato
                          members: tuple[str, ...] = ()) -> str:
     """A community written straight into the local index (no PDS): for tests of routes that
     never reach a PDS (refusals, cursors, limits). Returns its DID."""
-    from store import communities as communities_store
-    from store import members as members_store
+    from plugins.communities import store as communities_store
+    from plugins.communities import store as members_store
 
     did = f"did:plc:seed{os.urandom(8).hex()}"
     now = app.clock.iso_now()

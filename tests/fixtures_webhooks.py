@@ -78,7 +78,7 @@ async def make_app_key(app: Any, client: Any, owner: str = "did:plc:owner",
 async def make_community(app: Any, did: str, type: str = "open",
                          creator_app_id: str | None = None) -> None:
     """An active community in the local index (no PDS involved)."""
-    from store import communities
+    from plugins.communities import store as communities
     async with app.db.transaction("test.community") as tx:
         await communities.insert_community_tx(
             tx, did=did, handle=did.rsplit(":", 1)[-1] + ".test", display_name="Test", description="",
@@ -88,7 +88,7 @@ async def make_community(app: Any, did: str, type: str = "open",
 
 
 async def allow_app(app: Any, community_did: str, app_id: str, *, manage: bool = False) -> None:
-    from store import communities
+    from plugins.communities import store as communities
     async with app.db.transaction("test.allow_app") as tx:
         await communities.allow_app_tx(tx, community_did, app_id, "did:plc:creator", app.clock.iso_now(),
                                        manage=manage)

@@ -10,8 +10,8 @@ from typing import Any
 from daemon import hookimpl
 from daemon.http.base import BaseHandler
 from daemon.runtime.events import emit_tx
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 
 class JoinLocallyHandler(BaseHandler):

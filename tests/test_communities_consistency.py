@@ -30,7 +30,7 @@ async def known_to_the_cache(app: Any, dids: list[str]) -> list[str]:
     of devnet accounts."""
     import json
 
-    from store import identity as identity_store
+    from daemon.atproto import identity as identity_store
     now = app.clock.time()
     async with app.db.transaction("tests.known_dids") as tx:
         for did in dids:

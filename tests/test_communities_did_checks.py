@@ -62,8 +62,8 @@ def refused(resp: Any, status: int, code: str, did: str) -> None:
 async def add_legacy_member(app: Any, community_did: str, member_did: str) -> None:
     """A member row as a join before these checks (or an old index) could have left it: the
     promote and transfer checks must not trust the index to hold only real people."""
-    from store import communities as communities_store
-    from store import members as members_store
+    from plugins.communities import store as communities_store
+    from plugins.communities import store as members_store
     async with app.db.transaction("tests.legacy_member") as tx:
         await members_store.insert_member_tx(
             tx, community_did=community_did, member_did=member_did, now=app.clock.iso_now(),
@@ -205,7 +205,7 @@ async def test_login_with_a_did_web_this_service_may_not_call_is_a_400(app, clie
 async def test_approving_an_old_request_from_a_bad_did_writes_nothing(app, client):
     """A join request stored before DIDs were checked (put in the index directly here) is
     refused on approval with the same codes as a join, before anything is written."""
-    from store import members as members_store
+    from plugins.communities import store as members_store
     from tests.fixtures_communities import Api, seed_community
     api = await Api.make(app, client)
     community = await seed_community(app, "did:plc:admin", type="admin-approved", creator_app_id=api.app_id)

@@ -2,8 +2,10 @@
 
 A profiler hook records every file of this repository that a call enters while one
 `members/join` is answered. The files of the command itself must be exactly the ones the
-docs table names, and at most 17 (issue 12's 15, plus the event stream's wake-up after the
-commit, issue 25; issue 23's honest count of every file, at most 25, is still open): the rest must be the core's shared libraries and the
+docs table names, and at most 13 (issue 12's 15 and the event stream's wake-up after the
+commit of issue 25, less what issue 23's moves of each plugin's SQL into its package
+saved); every file counted, at most 32 (issue 23 asks for 25, still open): the rest must
+be the core's shared libraries and the
 request plumbing every API-key route uses, listed here and in the docs paragraph below
 the table."""
 
@@ -29,11 +31,10 @@ SHARED = {
     "daemon/runtime/app.py", "daemon/http/routing.py", "daemon/http/base.py", "daemon/http/validate.py",
     "daemon/http/metrics.py", "daemon/security/ratelimit.py", "daemon/security/netguard.py",
     "daemon/runtime/clock.py", "daemon/runtime/config.py", "daemon/runtime/locks.py",
-    "daemon/runtime/plugins.py", "store/db.py", "plugins/apikeys/__init__.py", "plugins/apikeys/auth.py",
-    "plugins/apikeys/keys.py", "store/apps.py",
+    "daemon/runtime/plugins.py", "store/db.py", "plugins/apikeys/keys.py", "store/apps.py",
     # libraries of the core
     "daemon/atproto/syntax.py", "daemon/atproto/lexicons.py", "daemon/atproto/identity.py",
-    "store/identity.py", "daemon/atproto/accounts.py", "store/accounts.py",
+    "daemon/atproto/accounts.py", "store/accounts.py",
 }
 
 
@@ -44,7 +45,7 @@ def documented_files() -> list[str]:
     return [path for line in table for path in re.findall(r"`([\w/]+\.py)`", line.split("|")[2])]
 
 
-async def test_a_join_enters_the_documented_files_and_at_most_seventeen(app, client, people):
+async def test_a_join_enters_the_documented_files_and_at_most_thirteen(app, client, people):
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")
     did = (await api.create(alice, "Book club"))["did"]
@@ -71,4 +72,5 @@ async def test_a_join_enters_the_documented_files_and_at_most_seventeen(app, cli
     own = [f for f in entered if f not in SHARED]
     documented = documented_files()
     assert sorted(own) == sorted(documented), (own, documented)
-    assert len(own) <= 17, own
+    assert len(own) <= 13, own
+    assert len(entered) <= 32, entered  # every product file, shared ones too (issue 23 asks for 25)

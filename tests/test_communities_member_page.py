@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from plugins.communities import views
-from store import members as members_store
+from plugins.communities import store as members_store
 from tests.fixtures_communities import Api, seed_community
 
 ADMIN = "did:plc:seedadmin"

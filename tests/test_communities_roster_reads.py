@@ -136,7 +136,7 @@ async def test_a_private_hidden_roster_does_not_answer_membership_through_record
     """A private community's records are read by naming a member as userDid: 200 for a
     member and 403 `not_member` for anyone else would answer `membership/check`'s question
     for any DID. An app from which the roster is hidden must prove the user it names."""
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     from tests.fixtures_communities import seed_community
 
     creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")
@@ -193,7 +193,7 @@ async def test_the_community_list_answers_alike_for_a_member_of_a_hidden_private
     """A private community hidden from the app's roster view is left out of a user's list;
     left out after the page was cut, it left an empty page with a cursor for a member and
     a full one for anyone else."""
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     from tests.fixtures_communities import seed_community
 
     creator, stranger = await Api.make(app, client), await Api.make(app, client, owner="did:plc:stranger")

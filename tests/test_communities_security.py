@@ -101,7 +101,7 @@ async def test_private_visibility_grants_need_a_managing_app(app, client, people
 async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, people):
     from plugins.communities.steps import nsid
     from plugins.communities import service
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     from store import intents as intents_store
 
     api = await Api.make(app, client)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from plugins.webhooks.delivery import payload_body
-from store import events as events_store
+from daemon.runtime import events as events_store
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, allow_app, emit_events, make_app_key, make_community
 
 COMMUNITY = "did:plc:community1"

@@ -10,7 +10,7 @@ import pytest
 
 from daemon.runtime.clock import FakeClock
 from plugins.events.retention import prune_events
-from store import events as events_store
+from daemon.runtime import events as events_store
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_app_key, make_community, wait_until
 
 COMMUNITY = "did:plc:community1"

@@ -13,7 +13,7 @@ from daemon.http.base import Principal
 from plugins.oauth.client import OAuthError
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.userrepo import user_repo
-from store import oauth as oauth_store
+from plugins.oauth import store as oauth_store
 from tests.fixtures_oauth import LoginTiming, oauth_login
 
 pytestmark = pytest.mark.pds

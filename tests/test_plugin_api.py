@@ -14,18 +14,16 @@ import daemon.plugin as api
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_DOC = (ROOT / "docs" / "plugins.md").read_text()
 
-_STORE_OWN = "its own tables' queries, still in store/ (issue 23 item 2 moves them into the plugin)"
 _STORE_OTHER = "another component's tables (issue 23 item 2: ask that plugin's service instead)"
 _INTERNAL = "a core part not (yet) in the public API"
 
 #: plugin -> {internal module it still imports: why}. Shrinks; never grows without a reason.
 ALLOWED: dict[str, dict[str, str]] = {
     "apikeys": {
-        "store.apps": _STORE_OWN,
+        "store.apps": "the apps table, created by the core's migrations (0001_core.sql): " + _INTERNAL,
         "store.db": "VersionedCache, the API-key cache's invalidation counter " + _INTERNAL,
     },
     "oauth": {
-        "store.oauth": _STORE_OWN,
         "daemon.atproto.identity": "resolving the signing-in user's DID and PDS: " + _INTERNAL,
         "daemon.atproto.pds": "the user's profile after login: " + _INTERNAL,
         "daemon.http.base": "same_site_path, log_failure for the login redirects: " + _INTERNAL,
@@ -34,30 +32,26 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.security.sessions": "browser sessions are made by this plugin: " + _INTERNAL,
     },
     "web": {
-        "store.apps": _STORE_OTHER, "store.communities": _STORE_OTHER, "store.members": _STORE_OTHER,
-        "store.db": "the queries module's Reader use " + _INTERNAL,
+        "store.apps": _STORE_OTHER,
         "daemon.atproto.pds": "image URLs of community pictures: " + _INTERNAL,
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
-        "store.audit": "the history page's filters read the audit log: " + _INTERNAL,
     },
     "events": {
-        "store.events": "the events outbox, the core table plugins may read (docs/plugins.md)",
+        "daemon.runtime.events": "the events outbox's queries, the core table plugins may read (docs/plugins.md)",
         "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
         "daemon.runtime.plugins": "call_hook for cr_events_needed: " + _INTERNAL,
     },
     "webhooks": {
-        "store.webhooks": _STORE_OWN, "store.apps": _STORE_OTHER,
+        "store.apps": _STORE_OTHER,
         "daemon.runtime.events": "managers_only, a declared kind's audience at fan-out: " + _INTERNAL,
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {
-        "store.communities": _STORE_OWN, "store.members": _STORE_OWN, "store.audit": _STORE_OWN,
-        "store.bans": _STORE_OWN, "store.invites": _STORE_OWN, "store.roles": _STORE_OWN,
-        "store.accounts": _STORE_OWN, "store.apps": _STORE_OTHER,
+        "store.accounts": "the community accounts (a core table, community_accounts): " + _INTERNAL,
+        "store.apps": _STORE_OTHER,
         "store.intents": "the core's write intents, cleared by reindex: " + _INTERNAL,
         "store.sync": "the network sync's cursor and gaps: " + _INTERNAL,
         "store.db": "Database, the network sync's batch reads: " + _INTERNAL,
-        "daemon.security.access": "its own visibility rules, still in the core (item 2 moves them here)",
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
@@ -68,7 +62,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.runtime.retention": "the pace of bounded pruning batches (BATCH, PAUSE_SECONDS): " + _INTERNAL,
     },
     "records": {
-        "store.records": _STORE_OWN, "store.record_permissions": _STORE_OWN, "store.audit": _STORE_OTHER,
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
     },
 }

@@ -1,6 +1,6 @@
 """Plugins talk through the core: no built-in plugin imports another plugin's modules
 (issue 12; docs/plugins.md, "Plugin boundaries"). What several need lives in the core
-(daemon/security/access.py, app.writes), behind a hook (cr_user_repo, cr_write_kinds), or is a
+(app.writes), behind a hook (cr_user_repo, cr_write_kinds), or is a
 service a plugin registers on the Application (cr_services; the interfaces in
 daemon/runtime/services.py), reached as ``app.communities``, ``app.apps``, ``app.webhooks``..."""
 

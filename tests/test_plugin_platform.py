@@ -131,7 +131,7 @@ def test_two_plugins_publishing_one_interface_stop_start_up(tmp_path, io_loop):
 
 async def _member(app: Any, community: str, did: str, *, admin_rank: int | None = None,
                   roles: str | None = None, grants: str | None = None) -> None:
-    from store import members
+    from plugins.communities import store as members
     async with app.db.transaction("test.member") as tx:
         await members.insert_member_tx(tx, community_did=community, member_did=did, now=app.clock.iso_now(),
                                        proof_rkey="3kp" + did[-4:], proof_cid=None, membership_uri=None,
@@ -175,6 +175,48 @@ async def test_the_communities_service_answers_with_plain_values(app, client):
     assert await communities.holds("did:plc:mod1", COMMUNITY, "members.ban")
     with pytest.raises(ValueError, match="no plugin declares the capability 'bulletins.nothing'"):
         await communities.holds("did:plc:admin", COMMUNITY, "bulletins.nothing")
+
+
+async def test_the_communities_rules_reach_a_plugin_through_the_service(app, client):
+    """The visibility rules are the communities plugin's (issue 23 item 2): a plugin asks
+    its service, by plain values, and may read inside its own transaction (`tx=`)."""
+    from daemon.plugin import ApiError
+    communities = app.service(CommunitiesService)
+    created = await make_app_key(app, client)
+    other = await make_app_key(app, client, "did:plc:dave", "other.example.com")
+    await make_community(app, COMMUNITY, type="private", creator_app_id=created["appId"])
+    async with app.db.transaction("test.roster") as tx:
+        await tx.execute("UPDATE communities SET roster_visibility = 'admins' WHERE did = ?", (COMMUNITY,))
+
+    seen = await communities.visible(COMMUNITY, created["appId"])
+    assert (seen.did, seen.type, seen.roster_visibility, seen.require_user_proof) == (COMMUNITY, "private",
+                                                                                       "admins", False)
+    with pytest.raises(ApiError) as refused:
+        await communities.visible(COMMUNITY, other["appId"])
+    assert (refused.value.status, refused.value.code) == (404, "community_not_found")
+    assert await communities.app_may_see(COMMUNITY, created["appId"])
+    assert not await communities.app_may_see(COMMUNITY, other["appId"])
+    assert await communities.app_may_see(COMMUNITY, None)  # the site's own pages
+    assert await communities.sees_roster(COMMUNITY, created["appId"])
+    assert not await communities.sees_roster(COMMUNITY, other["appId"])
+    assert await communities.acts_for_admins(COMMUNITY, created["appId"])
+    assert not await communities.acts_for_admins(COMMUNITY, other["appId"])
+
+    # in a plugin's transaction, the service reads what that transaction wrote
+    from plugins.communities import store as members
+
+    class Undo(Exception):
+        pass
+
+    with pytest.raises(Undo):
+        async with app.db.transaction("test.join") as tx:
+            await members.insert_member_tx(tx, community_did=COMMUNITY, member_did="did:plc:new",
+                                           now=app.clock.iso_now(), proof_rkey="3kpnew1", proof_cid=None,
+                                           membership_uri=None, membership_cid=None, app_id=None)
+            assert (await communities.membership(COMMUNITY, "did:plc:new", tx=tx)).is_member
+            assert await communities.acts_for_admins(COMMUNITY, created["appId"], tx=tx)
+            raise Undo  # rolled back: nothing of it stays
+    assert not (await communities.membership(COMMUNITY, "did:plc:new")).is_member
 
 
 @pytest.mark.parametrize("extra_plugins", [(Notices(),)])

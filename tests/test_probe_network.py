@@ -383,7 +383,7 @@ async def test_names_typed_here_may_not_hold_direction_overrides_or_zero_width_s
 
 
 async def test_names_from_the_network_are_shown_without_direction_overrides(app: Any, client: Any) -> None:
-    from store import members as members_store
+    from plugins.communities import store as members_store
 
     bob = "did:plc:seedbob"
     did = await seed_community(app, ADMIN, members=(bob,))

@@ -41,8 +41,8 @@ OFF_REQUEST_PATH = {
     "daemon/runtime/backup.py::schema_versions": "backup and restore (operator commands)",
     "store/sessions.py::delete_expired_tx": "the hourly session clean-up (sessions.janitor)",
     "store/intents.py::pending": "the reconciler's pass over pending write intents (start-up, then periodic)",
-    "store/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
-    "store/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
+    "daemon/atproto/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
+    "daemon/runtime/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
                                  "in seq (rowid) order, LIMIT-bounded",
 }
 
@@ -50,33 +50,33 @@ OFF_REQUEST_PATH = {
 #: hole's source text. Each sample is the widest form the code builds.
 FILL: dict[str, dict[str, str]] = {
     "store/apps.py::update_app_tx": {"assignments": "name = ?, domain = ?"},
-    "store/communities.py::update_community_tx": {"assignments": "display_name = ?, description = ?"},
-    "store/webhooks.py::update_webhook_tx": {"assignments": "url = ?, active = ?"},
-    "plugins/web/queries.py::audit_page": {
+    "plugins/communities/store.py::update_community_tx": {"assignments": "display_name = ?, description = ?"},
+    "plugins/webhooks/store.py::update_webhook_tx": {"assignments": "url = ?, active = ?"},
+    "plugins/communities/store.py::audit_page": {
         "' AND '.join(where)": "community_did = ? AND json_extract(metadata, '$.outcome') IS NULL "
                                "AND action IN (?, ?) AND (actor_did = ? OR target_did = ?) "
                                "AND created_at >= ? AND created_at < ? AND id < ?"},
-    "store/audit.py::list_entries": {"' AND '.join(where)": "community_did = ? AND id < ? AND action = ?"},
-    "store/bans.py::list_bans": {"extra": "AND b.id < ? "},
-    "store/invites.py::list_invites": {"extra": "AND id < ? "},
-    "store/members.py::list_requests": {"extra": "AND r.id > ? "},
-    "store/members.py::memberships_of": {"extra": "AND m.id < ? "},
-    "store/members.py::list_members": {"' AND '.join(where)": "m.community_did = ? AND m.id > ? AND NOT EXISTS "
+    "plugins/communities/store.py::list_entries": {"' AND '.join(where)": "community_did = ? AND id < ? AND action = ?"},
+    "plugins/communities/store.py::list_bans": {"extra": "AND b.id < ? "},
+    "plugins/communities/store.py::list_invites": {"extra": "AND id < ? "},
+    "plugins/communities/store.py::list_requests": {"extra": "AND r.id > ? "},
+    "plugins/communities/store.py::memberships_of": {"extra": "AND m.id < ? "},
+    "plugins/communities/store.py::list_members": {"' AND '.join(where)": "m.community_did = ? AND m.id > ? AND NOT EXISTS "
                                        "(SELECT 1 FROM account_status s WHERE s.did = m.member_did)"},
-    "store/communities.py::list_communities": {
+    "plugins/communities/store.py::list_communities": {
         "member_join": "LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?",
         "' AND '.join(where)": "c.state = 'active' AND c.id < ? AND c.id IN "
                                "(SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)"},
-    "store/identity.py::get_dids": {"marks": "?, ?, ?"},
-    "store/members.py::profiles": {"marks": "?, ?, ?"},
-    "store/sync.py::communities_by_dids_tx": {"marks": "?, ?, ?"},
-    "store/webhooks.py::all_webhooks": {"where": "WHERE w.app_id = ?"},
+    "daemon/atproto/identity.py::get_dids": {"marks": "?, ?, ?"},
+    "plugins/communities/store.py::profiles": {"marks": "?, ?, ?"},
+    "plugins/communities/store.py::communities_by_dids_tx": {"marks": "?, ?, ?"},
+    "plugins/webhooks/store.py::all_webhooks": {"where": "WHERE w.app_id = ?"},
 }
 
 #: Functions that build SQL by concatenation, planned from what they return for each
 #: argument tuple (their pieces are not whole statements).
 BUILDERS: dict[str, list[tuple[Any, ...]]] = {
-    "store/members.py::_member_page_sql": [(False,), (True,)],
+    "plugins/communities/store.py::_member_page_sql": [(False,), (True,)],
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 import pytest
 
 from daemon.atproto.pds import get_record
-from store import members as members_store
+from plugins.communities import store as members_store
 from tests.fixtures_communities import Api, pds_record, proofs_on_pds
 from tests.fixtures_oauth import SERVICE_HOST, oauth_login
 

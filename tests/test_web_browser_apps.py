@@ -26,7 +26,7 @@ import pytest
 from PIL import Image
 
 from daemon.runtime.clock import FakeClock
-from store import communities as communities_store
+from plugins.communities import store as communities_store
 from tests.fixtures_communities import pds_record
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, wait_until
 from tests.test_web_browser import Pages, chromium, signed_in_context

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from store import invites as invites_store
-from store import members as members_store
+from plugins.communities import store as invites_store
+from plugins.communities import store as members_store
 from tests.fixtures_communities import Api, proofs_on_pds
 from tests.test_web_browser import Pages, chromium, membership_record, signed_in_context
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from store import members as members_store
+from plugins.communities import store as members_store
 from tests.fixtures_communities import Api
 from tests.test_web_browser import Pages, chromium, signed_in_context
 

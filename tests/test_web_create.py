@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from store import communities as communities_store
+from plugins.communities import store as communities_store
 from tests.fixtures_communities import devnet_module_fixtures, pds_record
 from tests.helpers import login_as
 

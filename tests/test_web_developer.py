@@ -248,7 +248,7 @@ async def test_webhook_pages_set_how_many_requests_go_at_once(app, client, recei
 
 
 async def _delivered(app, webhook_id: str) -> bool:
-    from store import webhooks
+    from plugins.webhooks import store as webhooks
     return (await webhooks.delivery_counts(app.db, webhook_id)).get("delivered", 0) >= 1
 
 

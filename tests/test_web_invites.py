@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from store import audit as audit_store
-from store import invites as invites_store
+from plugins.communities import store as audit_store
+from plugins.communities import store as invites_store
 from tests.fixtures_communities import seed_community
 from tests.helpers import login_as
 
@@ -36,7 +36,7 @@ def cookie(session) -> dict:
 
 
 async def make_moderator(app, did: str, member: str) -> None:
-    from store import roles as roles_store
+    from plugins.communities import store as roles_store
     async with app.db.transaction("tests.moderator") as tx:
         await roles_store.set_member_roles_tx(
             tx, did, [(member, "moderator", "audit.read invites.manage members.approve members.ban members.remove")])

@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 import pytest
 
-from store import members as members_store
+from plugins.communities import store as members_store
 from tests.fixtures_communities import Api, devnet_module_fixtures, pds_record
 from tests.helpers import login_as
 

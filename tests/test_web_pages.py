@@ -152,8 +152,8 @@ def test_next_must_be_a_same_site_path(value, ok):
 
 
 async def add_request(app, community_did: str, user_did: str) -> None:
-    from store import communities as communities_store
-    from store import members as members_store
+    from plugins.communities import store as communities_store
+    from plugins.communities import store as members_store
     async with app.db.transaction("tests.add_request") as tx:
         await members_store.insert_request_tx(tx, community_did=community_did, member_did=user_did,
                                               now=app.clock.iso_now(), membership_uri=None,
@@ -269,8 +269,8 @@ async def test_an_unexpected_error_is_an_html_500_page_with_the_request_id(clien
 
 
 async def test_settings_are_for_admins_and_decline_a_request_with_a_reason(client, app):
-    from store import audit as audit_store
-    from store import members as members_store
+    from plugins.communities import store as audit_store
+    from plugins.communities import store as members_store
     from tests.fixtures_communities import seed_community
     did = await seed_community(app, "did:plc:websetadmin", type="admin-approved",
                                members=("did:plc:websetmember",))
@@ -335,7 +335,7 @@ async def test_with_the_web_plugin_disabled_the_pages_are_gone(client):
 
 
 async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_non_primary(client, app):
-    from store import members as members_store
+    from plugins.communities import store as members_store
     from tests.fixtures_communities import seed_community
     did = await seed_community(app, "did:plc:webprim", members=("did:plc:webadm", "did:plc:webplain"))
     async with app.db.transaction("tests.admins") as tx:
@@ -371,8 +371,8 @@ async def test_member_admin_actions_are_refused_to_non_admins_and_transfer_to_no
 
 
 async def test_delete_asks_for_the_handle_and_only_the_primary_admin_may(client, app):
-    from store import communities as communities_store
-    from store import members as members_store
+    from plugins.communities import store as communities_store
+    from plugins.communities import store as members_store
     from tests.fixtures_communities import seed_community
     did = await seed_community(app, "did:plc:webdelprim", members=("did:plc:webdeladm",))
     async with app.db.transaction("tests.admins") as tx:
@@ -401,7 +401,7 @@ async def test_a_form_with_too_many_fields_is_a_400_page(client, app):
 
 
 async def test_admins_grant_and_revoke_an_apps_access(client, app):
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     from tests.fixtures_communities import seed_community
     developer = await login_as(app, "did:plc:webdev", "dev.test")
     registered = await register_app(client, developer, name="Bakery board", domain="board.example.com")

@@ -42,7 +42,7 @@ async def test_picture_forms_are_multipart_with_the_csrf_field_and_a_preview_csp
 
 
 async def test_a_file_that_is_not_an_image_is_refused_next_to_its_field(client, app):
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
     did = await seed_community(app, "did:plc:picadmin2", type="open")
     admin = await login_as(app, "did:plc:picadmin2", "picadmin2.test")
     resp = await client.post(f"/c/{did}/settings/avatar",

@@ -12,9 +12,9 @@ import re
 from urllib.parse import urlencode
 
 from daemon.runtime.clock import iso
-from store import audit as audit_store
-from store import members as members_store
-from store import roles as roles_store
+from plugins.communities import store as audit_store
+from plugins.communities import store as members_store
+from plugins.communities import store as roles_store
 from tests.fixtures_communities import seed_community
 from tests.helpers import login_as
 

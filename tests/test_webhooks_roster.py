@@ -1,7 +1,7 @@
 """Webhooks and `rosterVisibility` (issue 22, hole 4): where the roster is hidden
 (`members`, `admins`), member events reach only the apps that may see the roster (the
 community's creator app and apps its admins granted management,
-`daemon.security.access.app_sees_roster`); other apps get no member events, and the other
+`CommunitiesService.sees_roster`); other apps get no member events, and the other
 events they get carry no member's DID."""
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ async def subscribe(client, key, url, events):
 
 
 async def set_roster(app, visibility: str) -> None:
-    from store import communities
+    from plugins.communities import store as communities
     async with app.db.transaction("test.roster") as tx:
         await communities.set_visibility_tx(tx, COMMUNITY, None, roster_visibility=visibility)
 
 
 async def grant(app, app_id: str, manage: bool) -> None:
-    from store import communities
+    from plugins.communities import store as communities
     async with app.db.transaction("test.grant") as tx:
         await communities.allow_app_tx(tx, COMMUNITY, app_id, "did:plc:creator", app.clock.iso_now(), manage=manage)
 
@@ -94,14 +94,14 @@ async def test_a_public_roster_reaches_every_app_that_sees_the_community(app, cl
 
 async def test_the_roster_rule_for_events_is_one_function(app, client):
     """The rule the events stream shares (`app_sees_roster` + `event_data_for`)."""
-    from daemon.security.access import app_sees_roster, event_data_for
+    from daemon.plugin import event_data_for
     creator = await make_app_key(app, client, "did:plc:alice", "creator.example.com")
     stranger = await make_app_key(app, client, "did:plc:dave", "stranger.example.com")
     await make_community(app, COMMUNITY, "open", creator_app_id=creator["appId"])
     await set_roster(app, "admins")
-    assert await app_sees_roster(app.db, COMMUNITY, creator["appId"]) is True
-    assert await app_sees_roster(app.db, COMMUNITY, stranger["appId"]) is False
-    assert await app_sees_roster(app.db, "did:plc:nosuchcommunity", creator["appId"]) is False
+    assert await app.communities.sees_roster(COMMUNITY, creator["appId"]) is True
+    assert await app.communities.sees_roster(COMMUNITY, stranger["appId"]) is False
+    assert await app.communities.sees_roster("did:plc:nosuchcommunity", creator["appId"]) is False
     assert event_data_for("member.joined", {"memberDid": "did:plc:x"}, sees_roster=False) is None
     assert event_data_for("member.joined", {"memberDid": "did:plc:x"}, sees_roster=True) == {"memberDid": "did:plc:x"}
     assert event_data_for("record.deleted", {"rkey": "r", "userDid": "did:plc:x"}, sees_roster=False) == {"rkey": "r"}

@@ -52,7 +52,7 @@ async def restart(app: Any, clock: Any) -> Any:
 
 async def test_a_profile_change_that_crashed_before_its_commit_is_put_back_at_start_up(
         app, client, people, clock, monkeypatch):
-    from store import communities as communities_store
+    from plugins.communities import store as communities_store
 
     api = await Api.make(app, client)
     alice = people("alice")

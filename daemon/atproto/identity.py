@@ -25,7 +25,7 @@ from daemon.atproto.pds import PdsError, check_service_url, request
 from daemon.atproto.syntax import (is_atproto_did, is_did, is_handle, normalize_handle,
                                    require_atproto_did, require_handle)
 from daemon.base.types import ApiError
-from store import identity as store
+from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -96,7 +96,7 @@ async def _cache_write(app: Application, name: str, fn: Callable[[Any], Awaitabl
     async with app.db.transaction(name) as tx:
         await fn(tx)
         if st.writes % _PURGE_EVERY == 0:
-            await store.purge_expired_tx(tx, app.clock.time())
+            await purge_expired_tx(tx, app.clock.time())
 
 
 # ------------------------------------------------------------------ handles
@@ -112,7 +112,7 @@ async def resolve_handle(app: Application, handle: str) -> str:
     Unknown handle: ``ApiError(400, "unknown_handle")``; the resolver unreachable: 502.
     """
     handle = require_handle(handle, "handle")
-    cached = await store.get_handle(app.db, handle, app.clock.time())
+    cached = await get_handle(app.db, handle, app.clock.time())
     if cached:
         return cached
     return await _shared(app, ("handle", handle), lambda: _resolve_handle_uncached(app, handle))
@@ -142,7 +142,7 @@ async def _resolve_handle_uncached(app: Application, handle: str) -> str:
                        f"(tried {', '.join(tried) or 'nothing: reserved domain'})")
     now, expires = _ttl(app)
     await _cache_write(app, "identity.handle",
-                       lambda tx: store.put_handle_tx(tx, handle, did, now, expires))
+                       lambda tx: put_handle_tx(tx, handle, did, now, expires))
     return did
 
 
@@ -241,7 +241,7 @@ async def resolve_did(app: Application, did: str, *, fresh: bool = False) -> Did
     """
     did = require_atproto_did(did, "did")
     if not fresh:
-        rows = await store.get_dids(app.db, [did], app.clock.time())
+        rows = await get_dids(app.db, [did], app.clock.time())
         if did in rows:
             return _info_from_row(rows[did])
     return await _shared(app, ("did", did), lambda: _resolve_did_uncached(app, did))
@@ -263,7 +263,7 @@ async def _resolve_did_uncached(app: Application, did: str) -> DidInfo:
     if cacheable:
         now, expires = _ttl(app)
         text = json.dumps(doc, separators=(",", ":"))
-        await _cache_write(app, "identity.did", lambda tx: store.put_did_tx(
+        await _cache_write(app, "identity.did", lambda tx: put_did_tx(
             tx, did, info.handle, info.pds_url, text, now, expires))
     return info
 
@@ -362,7 +362,7 @@ async def resolve_many(app: Application, dids: Iterable[str]) -> dict[str, DidIn
     unique = list(dict.fromkeys(dids))
     out: dict[str, DidInfo | None] = {d: None for d in unique}
     valid = [d for d in unique if is_atproto_did(d)]
-    rows = await store.get_dids(app.db, valid, app.clock.time())
+    rows = await get_dids(app.db, valid, app.clock.time())
     for did, row in rows.items():
         out[did] = _info_from_row(row)
     missing = [d for d in valid if d not in rows]
@@ -384,4 +384,60 @@ async def resolve_many(app: Application, dids: Iterable[str]) -> dict[str, DidIn
 async def forget_identity(app: Application, did: str) -> None:
     """Drop what the cache knows about `did` (e.g. after noticing a handle change)."""
     async with app.db.transaction("identity.forget") as tx:
-        await store.forget_tx(tx, did=did)
+        await forget_tx(tx, did=did)
+
+
+# ------------------------------------------------------------------ the cache's queries (identity_handles, identity_dids)
+
+_CHUNK = 500  # stays well under SQLite's bound-parameter limit
+
+
+async def get_handle(db: Reader, handle: str, now: float) -> str | None:
+    return await db.fetchval(
+        "SELECT did FROM identity_handles WHERE handle = ? AND expires_at > ?", (handle, now))
+
+
+async def get_dids(db: Reader, dids: Iterable[str], now: float) -> dict[str, Row]:
+    """Unexpired cache rows for `dids`, keyed by DID."""
+    wanted = list(dict.fromkeys(dids))
+    out: dict[str, Row] = {}
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i:i + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows = await db.fetchall(
+            f"SELECT did, handle, pds_url, doc, resolved_at, expires_at FROM identity_dids "
+            f"WHERE did IN ({marks}) AND expires_at > ?", (*chunk, now))
+        out.update((r["did"], r) for r in rows)
+    return out
+
+
+async def put_handle_tx(tx: Transaction, handle: str, did: str, now: float, expires_at: float) -> None:
+    await tx.execute(
+        "INSERT INTO identity_handles (handle, did, resolved_at, expires_at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (handle) DO UPDATE SET did = excluded.did, resolved_at = excluded.resolved_at, "
+        "expires_at = excluded.expires_at", (handle, did, now, expires_at))
+
+
+async def put_did_tx(tx: Transaction, did: str, handle: str | None, pds_url: str | None, doc: str,
+                     now: float, expires_at: float) -> None:
+    await tx.execute(
+        "INSERT INTO identity_dids (did, handle, pds_url, doc, resolved_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (did) DO UPDATE SET handle = excluded.handle, "
+        "pds_url = excluded.pds_url, doc = excluded.doc, resolved_at = excluded.resolved_at, "
+        "expires_at = excluded.expires_at", (did, handle, pds_url, doc, now, expires_at))
+
+
+async def forget_tx(tx: Transaction, *, did: str | None = None, handle: str | None = None) -> None:
+    """Drop cached entries (e.g. after a handle change was noticed)."""
+    if did is not None:
+        await tx.execute("DELETE FROM identity_dids WHERE did = ?", (did,))
+        await tx.execute("DELETE FROM identity_handles WHERE did = ?", (did,))
+    if handle is not None:
+        await tx.execute("DELETE FROM identity_handles WHERE handle = ?", (handle,))
+
+
+async def purge_expired_tx(tx: Transaction, before: float) -> int:
+    cur = await tx.execute("DELETE FROM identity_handles WHERE expires_at <= ?", (before,))
+    removed = cur.rowcount
+    cur = await tx.execute("DELETE FROM identity_dids WHERE expires_at <= ?", (before,))
+    return removed + cur.rowcount

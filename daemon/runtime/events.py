@@ -7,12 +7,10 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from daemon.runtime.plugins import call_hook
-from daemon.security.access import Audience, event_audience
-from store import events as events_store
-from store.db import Transaction
+from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -27,6 +25,78 @@ EVENT_TYPES = (
 )
 
 
+# ------------------------------------------------------------------ who hears of an event
+
+
+@dataclass(frozen=True)
+class AppSet:
+    """Every app, or only those in `apps`."""
+
+    everyone: bool
+    apps: frozenset[str] = frozenset()
+
+    def has(self, app_id: str | None) -> bool:
+        return self.everyone or (app_id is not None and app_id in self.apps)
+
+    def stored(self) -> str:
+        """The form kept in ``events.audience`` and ``events.people``
+        (store/migrations/0005_event_audience.sql)."""
+        if self.everyone:
+            return "*"
+        return f" {' '.join(sorted(self.apps))} " if self.apps else ""
+
+    @classmethod
+    def from_stored(cls, text: str | None) -> "AppSet":
+        if text == "*":
+            return EVERY
+        return cls(False, frozenset((text or "").split()))
+
+
+EVERY = AppSet(True)
+NONE = AppSet(False)
+
+
+@dataclass(frozen=True)
+class Audience:
+    """Who may hear of an event (`hears`), and who of them may see the people its data
+    names (`people`): the others get the data without `PERSON_KEYS` (`event_data_for`)."""
+
+    hears: AppSet
+    people: AppSet = EVERY
+
+    def admits(self, app_id: str | None) -> bool:
+        return self.hears.has(app_id)
+
+    def shows_people_to(self, app_id: str | None) -> bool:
+        return self.people.has(app_id)
+
+    @classmethod
+    def from_stored(cls, hears: str | None, people: str | None = "*") -> "Audience":
+        return cls(AppSet.from_stored(hears), AppSet.from_stored(people))
+
+
+EVERY_APP = Audience(EVERY)
+NO_APP = Audience(NONE)
+
+
+#: Keys of an event's data that name a person (the member, the writer, the moderator).
+PERSON_KEYS = frozenset({"memberDid", "userDid", "authorDid", "actorDid", "approvedBy", "rejectedBy",
+                         "removedBy", "bannedBy", "unbannedBy", "updatedBy"})
+
+
+def event_data_for(event_type: str, data: dict[str, Any], *, sees_roster: bool) -> dict[str, Any] | None:
+    """An event's data as an app receives it, given `app_sees_roster` for the app and the
+    event's community: all of it if the app sees the roster; otherwise None (not sent at
+    all) for ``member.*`` events, which exist to say who joined or left, and for any other
+    event the data without the keys that name a person (`PERSON_KEYS`: a record event
+    keeps its collection, rkey, uri and cid and loses ``userDid``)."""
+    if sees_roster:
+        return dict(data)
+    if event_type.startswith("member."):
+        return None
+    return {k: v for k, v in data.items() if k not in PERSON_KEYS}
+
+
 @dataclass(frozen=True)
 class Event:
     id: str
@@ -37,7 +107,7 @@ class Event:
     actor_did: str | None
     data: dict[str, Any] = field(default_factory=dict)
     created_at: str = ""
-    #: The apps that may hear of it, decided at commit (`daemon.security.access.event_audience`).
+    #: The apps that may hear of it, decided at commit (`decide_audience`).
     audience: Audience | None = None
 
     def payload(self) -> dict[str, Any]:
@@ -55,14 +125,28 @@ def managers_only(app: "Application", type: str) -> bool:
     return kind is not None and kind.audience == "managers"
 
 
+async def decide_audience(app: "Application", tx: Transaction, community_did: str | None, app_id: str | None,
+                          type: str) -> Audience:
+    """Who may hear of an event: one outside any community only the app that caused it; one
+    in a community as the communities plugin decides, which owns the community's visibility
+    (`CommunitiesService.event_audience`; the core reads no plugin's table). Without that
+    plugin, no app."""
+    if community_did is None:
+        return Audience(AppSet(False, frozenset({app_id}))) if app_id else NO_APP
+    if app.communities is None:
+        return NO_APP
+    return await app.communities.event_audience(tx, community_did, app_id, type,
+                                                managers_only=managers_only(app, type))
+
+
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,
                   data: dict[str, Any], app_id: str | None = None,
                   actor_did: str | None = None) -> Event:
     """Record an event in `tx` and let plugins react inside the same transaction."""
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
-    audience = await event_audience(tx, community_did, app_id, type, managers_only=managers_only(app, type))
-    seq = await events_store.insert_event_tx(
+    audience = await decide_audience(app, tx, community_did, app_id, type)
+    seq = await insert_event_tx(
         tx, event_id=event_id, type=type, community_did=community_did, app_id=app_id,
         actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,
         audience=audience.hears.stored(), people=audience.people.stored())
@@ -77,3 +161,83 @@ async def _observe(app: "Application", event: Event) -> None:
         await call_hook(app.pm.hook.cr_event, app=app, event=event)
     except Exception:
         log.exception("an observer of event %s (%s) failed", event.id, event.type)
+
+
+# ------------------------------------------------------------------ the outbox's queries (table `events`)
+
+
+async def insert_event_tx(tx: Transaction, *, event_id: str, type: str, community_did: str | None,
+                          app_id: str | None, actor_did: str | None, data_json: str,
+                          created_at: str, audience: str = "", people: str = "*") -> int:
+    """Record an event; `audience` (who hears of it) and `people` (who of them sees the
+    people it names) in the stored form of `daemon.runtime.events.AppSet`."""
+    cur = await tx.execute(
+        "INSERT INTO events (id, type, community_did, app_id, actor_did, data, created_at, audience, people) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (event_id, type, community_did, app_id, actor_did, data_json, created_at, audience, people))
+    return cur.lastrowid
+
+
+async def get_event(db: Reader, event_id: str) -> Row | None:
+    return await db.fetchone("SELECT * FROM events WHERE id = ?", (event_id,))
+
+
+# ------------------------------------------------------------------ the event stream
+
+
+async def bounds(db: Reader) -> tuple[int, int]:
+    """(oldest seq kept, newest seq ever written) in one snapshot; (head + 1, head) when
+    the outbox is empty (everything pruned, or nothing written yet)."""
+    row = await db.fetchone(
+        "SELECT (SELECT MIN(seq) FROM events) AS oldest, COALESCE((SELECT MAX(seq) FROM events), "
+        "(SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) AS head")
+    assert row is not None
+    head = int(row["head"])
+    return (int(row["oldest"]) if row["oldest"] is not None else head + 1), head
+
+
+# `body`: the event as the stream shows it, built by SQLite on the reader thread: the
+# webhook body (daemon.runtime.events.Event.payload: type, timestamp, data with
+# communityDid added last unless the data has one) after the event id.
+_STREAM_COLUMNS = (
+    "seq, type, community_did, audience, people, json_object('id', id, 'type', type, 'timestamp', created_at, "
+    "'data', CASE WHEN community_did IS NULL OR json_type(data, '$.communityDid') IS NOT NULL "
+    "THEN json(data) ELSE json_set(data, '$.communityDid', community_did) END) AS body")
+
+
+async def stream_after(db: Reader, after: int, upto: int, *, app_id: str | None,
+                       kinds: Sequence[str] | None, community_did: str | None,
+                       limit: int) -> list[Row]:
+    """Up to `limit` events with ``after < seq <= upto`` in commit order that `app_id` may
+    hear of (None: every event, whatever its audience: the stream's own fan-out, which
+    filters per subscriber), optionally of these `kinds` and this community."""
+    sql = f"SELECT {_STREAM_COLUMNS} FROM events WHERE seq > ? AND seq <= ?"
+    params: list[Any] = [after, upto]
+    if app_id is not None:
+        sql += " AND (audience = '*' OR instr(audience, ?) > 0)"
+        params.append(f" {app_id} ")
+    if kinds:
+        sql += f" AND type IN ({','.join('?' * len(kinds))})"
+        params.extend(kinds)
+    if community_did is not None:
+        sql += " AND community_did = ?"
+        params.append(community_did)
+    sql += " ORDER BY seq LIMIT ?"
+    params.append(limit)
+    return await db.fetchall(sql, params)
+
+
+async def prune_tx(tx: Transaction, created_before: str, below_seq: int | None, limit: int) -> int:
+    """Delete the oldest events, at most `limit`, up to the first one that is not older
+    than `created_before` (ISO 8601) or not below `below_seq`: always a prefix of the
+    outbox, so every event after the oldest one kept is still there. The count deleted."""
+    rows = await tx.fetchall("SELECT seq, created_at FROM events ORDER BY seq LIMIT ?", (limit,))
+    last = None
+    for row in rows:
+        if row["created_at"] >= created_before or (below_seq is not None and row["seq"] >= below_seq):
+            break
+        last = row["seq"]
+    if last is None:
+        return 0
+    cur = await tx.execute("DELETE FROM events WHERE seq <= ?", (last,))
+    return cur.rowcount

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
+    from daemon.runtime.events import Audience
     from daemon.security.access import Actor, MemberStatus
     from daemon.base.types import Principal
     from daemon.http.base import BaseHandler
-    from store.db import Row, Transaction
+    from store.db import Reader, Row, Transaction
 
 #: A DID in a route pattern; colons may arrive percent-encoded (Tornado decodes the group).
 DID_PATTERN = r"(did(?::|%3[Aa])[^/?#]+)"
@@ -44,6 +45,12 @@ class Community:
     member_count: int
     #: ISO 8601, UTC.
     created_at: str
+    #: Who may list its members: ``public``, ``members`` or ``admins`` (docs/communities.md, "Visibility").
+    roster_visibility: str = "public"
+    #: Actions through apps in a user's name must carry the user's proof (docs/identity.md).
+    require_user_proof: bool = False
+    #: Shown in lists and search.
+    listed: bool = True
 
 
 class CommunitiesService(Protocol):
@@ -53,12 +60,28 @@ class CommunitiesService(Protocol):
     # for any plugin: plain values in, typed values out (docs/plugins.md, "Services")
     async def community(self, did_or_handle: str) -> Community | None:
         """The community with this DID or handle (``@`` and case ignored), None if unknown."""
-    async def membership(self, community_did: str, user_did: str) -> "MemberStatus":
-        """What the user is in the community: member, admin, pending, roles (all False if unknown)."""
+    async def membership(self, community_did: str, user_did: str, *, tx: "Reader | None" = None) -> "MemberStatus":
+        """What the user is in the community: member, admin, pending, roles (all False if
+        unknown); `tx`: read in the transaction a command checks in (default ``app.db``)."""
     async def may_see(self, actor: "Actor", community_did: str) -> bool:
         """Whether the community shows itself to `actor`: its app may see it (private
         communities: the creator app and allowed apps; no app: the service's own pages), and
         a private community's content only to its members."""
+    async def app_may_see(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
+        """Whether the app (None: the service's own pages) may see the community at all,
+        whoever its user is: the first half of `may_see`. False for an unknown community."""
+    async def visible(self, community_did: str, app_id: str | None) -> Community:
+        """The community if `app_may_see`, else `ApiError` 404 ``community_not_found`` (what
+        a route answers for a community the caller may not see)."""
+    async def sees_roster(self, community_did: str, app_id: str | None) -> bool:
+        """Whether the app may learn who the members are without a user it proves it acts
+        for (``rosterVisibility``: ``public``, every app that sees the community; otherwise
+        the apps that act for its admins). Ask it before a member's DID leaves in an answer;
+        None (the service's own pages) is True. docs/communities.md, "Visibility"."""
+    async def event_audience(self, tx: "Reader", community_did: str, caused_by_app: str | None,
+                             event_type: str, *, managers_only: bool = False) -> "Audience":
+        """Which apps may hear of an event in the community, and which of them may see the
+        people it names: decided in the event's transaction by `emit_tx` and kept with it."""
     async def holds(self, actor: "Actor | str", community_did: str, capability: str) -> bool:
         """Whether the user (an `Actor` or a DID) holds `capability` (a catalogue name, also
         a plugin's own from `cr_capabilities`) in the community: admins hold all; others
@@ -79,9 +102,10 @@ class CommunitiesService(Protocol):
     async def ban(self, community_did: str, user_did: str, actor: "Actor", *, reason: str | None = None,
                   expires_at: str | None = None) -> dict[str, Any]:
         """Ban a user as `actor` (who must hold ``members.ban``), as the API's ban does."""
-    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
+    async def acts_for_admins(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
         """Whether the app may act for the community's admins: its creator app and apps an
-        admin granted management (None, the service's own pages: yes)."""
+        admin granted management (None, the service's own pages: yes). Where it may not, a
+        route answers `APP_NOT_TRUSTED`."""
     async def profiles(self, dids: Iterable[str]) -> dict[str, dict[str, str | None]]:
         """How the site names people: ``{did: {"handle", "displayName"}}`` from the profile
         cache the member pages read, for the DIDs it knows (unknown DIDs are left out; at
@@ -102,6 +126,23 @@ class CommunitiesService(Protocol):
     async def audit_log(self, handler: "BaseHandler", row: "Row") -> dict[str, Any]: ...
     def image_url(self, row: "Row", image: str) -> str | None: """The URL of the avatar or banner."""
     def audit_entry_json(self, row: "Row") -> dict[str, Any]: """An audit_log row as the API shows it."""
+
+    # the web pages' reads: rows of the communities' tables (no other plugin queries them)
+    async def community_row(self, did: str) -> "Row | None": """The index row, in any state (None: unknown)."""
+    async def visible_row(self, did: str, app_id: str | None) -> "Row":
+        """The index row if the app (None: the pages) may see it (`visible`), else 404."""
+    async def search(self, text: str, *, user_did: str | None, limit: int, before_id: int | None) -> list["Row"]:
+        """Discover: listed communities matching `text` (all: ""), private ones only for members."""
+    async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
+        """The user's communities, newest membership first (with ``admin_rank``, ``pending_count``)."""
+    async def requests_of(self, user_did: str) -> list["Row"]: """Communities the user asked to join."""
+    async def person_did(self, handle: str) -> str | None: """A handle's DID from the profile cache."""
+    async def audit_rows(self, community_did: str, *, limit: int, before_id: int | None = None,
+                         actions: tuple[str, ...] | None = None, denied: bool = False, person: str | None = None,
+                         since: str | None = None, until: str | None = None) -> list["Row"]:
+        """A page of the audit log, newest first (keyset on ``id``): of some `actions`,
+        refusals only (`denied`) or none of them, by or about `person`, in [since, until)."""
+    async def allowed_apps(self, community_did: str) -> list["Row"]: """Apps its admins allowed (``manage``)."""
 
     # commands (check → intent → PDS → one transaction; daemon/atproto/writes.py)
     async def create(self, actor: "Actor", **fields: Any) -> dict[str, Any]: ...

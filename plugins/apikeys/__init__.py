@@ -7,7 +7,7 @@ from typing import Any
 from daemon.plugin import hookimpl
 
 from plugins.apikeys import handlers
-from plugins.apikeys.auth import authenticate_api_key
+from plugins.apikeys.keys import cr_authenticate  # noqa: F401 (the X-Api-Key hook, beside the check)
 from plugins.apikeys.facade import Apps
 from plugins.apikeys.operator import cli_commands
 from plugins.apikeys.settings import ApiKeysConfig
@@ -16,14 +16,6 @@ from plugins.apikeys.settings import ApiKeysConfig
 @hookimpl
 def cr_config_section() -> tuple[str, type]:
     return ("apikeys", ApiKeysConfig)
-
-
-@hookimpl(tryfirst=True)
-def cr_authenticate(handler: Any) -> Any:
-    key = handler.request.headers.get("X-Api-Key")
-    if key is None:
-        return None
-    return authenticate_api_key(handler.app, key)
 
 
 @hookimpl

@@ -1,10 +1,17 @@
-"""API key format and hashing: ``cr_`` + 64 lowercase hex characters from a CSPRNG."""
+"""API keys: their format (``cr_`` + 64 lowercase hex characters from a CSPRNG), their
+hash, and the check of a request's X-Api-Key header (the `cr_authenticate` hook)."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
+from typing import Any
+
+from daemon.plugin import ApiError, Principal, hookimpl
+from store import apps as apps_store
+from store.db import VersionedCache
 
 KEY_PREFIX = "cr_"
 KEY_RE = re.compile(r"cr_[0-9a-f]{64}")  # always fullmatch
@@ -20,3 +27,42 @@ def hash_key(key: str) -> bytes:
 
 def new_app_id() -> str:
     return "app_" + secrets.token_hex(8)
+
+
+@hookimpl(tryfirst=True)
+def cr_authenticate(handler: Any) -> Any:
+    """Registered with the plugin's package (imported by its __init__), beside the check."""
+    key = handler.request.headers.get("X-Api-Key")
+    if key is None:
+        return None
+    return authenticate_api_key(handler.app, key)
+
+
+async def authenticate_api_key(app: Any, key: str) -> Principal:
+    """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
+    not the key, is what an attacker could time), then compared in constant time.
+
+    Valid keys are remembered in a `VersionedCache`, which forgets everything as soon as
+    this daemon commits anything: a key rotated or an app deactivated through the API is
+    refused on the very next request; through the operator CLI (another process), within
+    a second. Refusals are not cached."""
+    if not KEY_RE.fullmatch(key):
+        raise ApiError(401, "invalid_api_key", "The API key is malformed.")
+    digest = hash_key(key)
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (facade.py)
+    version = cache.version(app.db)
+    cached = cache.get(version, digest)
+    if cached is not None:
+        return cached
+    row = await apps_store.find_by_key_hash(app.db, digest)
+    if row is None or not hmac.compare_digest(bytes(row["key_hash"]), digest):
+        raise ApiError(401, "invalid_api_key", "The API key is not valid.")
+    if not row["active"]:
+        raise ApiError(401, "app_deactivated", "The app of this API key is deactivated.")
+    custom = None
+    if row["rate_limit_requests"] is not None:
+        custom = (int(row["rate_limit_requests"]), float(row["rate_limit_window_seconds"]))
+    principal = Principal(kind="app", app_id=row["id"], app_owner_did=row["owner_did"], rate_limit=custom,
+                          extra={"app_name": row["name"], "app_domain": row["domain"]})
+    cache.put(version, digest, principal)
+    return principal

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.plugin import MemberStatus, member_status, require_manager
-from daemon.plugin import ApiError, Plan, Row, Run, Transaction
+from daemon.plugin import ApiError, MemberStatus, Plan, Row, Run, Transaction
+from plugins.communities.access import member_status, require_manager
 from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record,
                                        audit_tx, nsid, require_person, require_role)
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

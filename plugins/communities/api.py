@@ -23,7 +23,7 @@ from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
 from plugins.communities.steps import path_did
-from store import communities as communities_store
+from plugins.communities import store
 
 APP_ID = r"(app_[0-9a-f]{16})"
 
@@ -81,11 +81,11 @@ class CommunitiesHandler(ApiBase):
         limit, cursor = self.page_params(1, "i")
         user_did = common.query_did(self, "userDid")
         text = self.get_query_argument("query", None) or self.get_query_argument("q", None)
-        query = communities_store.fts_query(text) if text else None
+        query = store.fts_query(text) if text else None
         if text and query is None:
             self.send_json({"communities": []})
             return
-        rows = await communities_store.list_communities(
+        rows = await store.list_communities(
             self.app.db, query=query, user_did=user_did, app_id=self.principal.app_id,
             limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
         out: dict[str, Any] = {"communities": []}

@@ -15,7 +15,7 @@ from plugins.communities.access import member_status, require_manager
 from plugins.communities.api import ApiBase
 from plugins.communities.capabilities import require_capability
 from plugins.communities.denials import audit_denials
-from store import bans as bans_store
+from plugins.communities import store
 
 #: An invite code, or an invite's id from the list (``inv_<n>``), in a path.
 CODE = r"([A-Za-z0-9_-]{1,64})"
@@ -135,7 +135,7 @@ class BansHandler(ApiBase):
         await require_manager(self.app.db, row, self.principal.app_id)
         require_capability(await member_status(self.app.db, row["did"], admin), "members.ban")
         limit, cursor = self.page_params(1, "i")
-        rows = await bans_store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit + 1,
+        rows = await store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit + 1,
                                           before_id=int(cursor[0]) if cursor else None)
         out: dict[str, Any] = {"bans": [bans.ban_json(r) for r in rows[:limit]]}
         if len(rows) > limit:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Plan, Row, Run, Transaction, emit_tx
+from plugins.communities.access import member_status, require_manager
 from plugins.communities.membership import Removal
 from plugins.communities.steps import Actor, active_tx, admins_list, audit_tx, require_person
 from plugins.communities.capabilities import require_capability
-from store import bans as bans_store
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as bans_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, MemberStatus

@@ -10,9 +10,7 @@ from plugins.communities import views
 from plugins.communities.access import MemberStatus, app_sees_roster, member_status, require_community
 from plugins.communities.config import TYPES
 from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers' path parsing)
-from store import audit as audit_store
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store
 
 
 def body_did(body: dict[str, Any], field: str) -> str:
@@ -104,7 +102,7 @@ async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[st
         viewer = None
     status = await member_status(app.db, row["did"], viewer) if viewer else None
     restricted = row["type"] == "private" and not (status and status.is_member)
-    admins = [] if restricted else await members_store.admins(app.db, row["did"])
+    admins = [] if restricted else await store.admins(app.db, row["did"])
     return views.community_details(row, admins, status, restricted=restricted)
 
 
@@ -136,7 +134,7 @@ async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
 
 async def _list_members(handler: BaseHandler, row: Row, limit: int, after: int | None, like: str | None, *,
                         admin_view: bool) -> dict[str, Any]:
-    rows = await members_store.list_members(handler.app.db, row["did"], limit=limit + 1, after_id=after,
+    rows = await store.list_members(handler.app.db, row["did"], limit=limit + 1, after_id=after,
                                             search_like=like)
     out: dict[str, Any] = {"members": [views.member_json(r, admin_view=admin_view) for r in rows[:limit]],
                            "total": row["member_count"]}
@@ -147,11 +145,11 @@ async def _list_members(handler: BaseHandler, row: Row, limit: int, after: int |
 
 async def members_json(handler: Any, row: Row, *, admin_view: bool) -> bytes:
     """`list_members` as the JSON bytes the API answers. A page without `search` is built
-    as text by SQLite (`store.members.member_page`: no dict per member, no encoder); a
+    as text by SQLite (`store.member_page`: no dict per member, no encoder); a
     search, or a row whose roles need it, takes the dict way. Both give the same JSON."""
     limit, after, like = _page_args(handler)
     if like is None:
-        page = await members_store.member_page(handler.app.db, row["did"], limit=limit, after_id=after,
+        page = await store.member_page(handler.app.db, row["did"], limit=limit, after_id=after,
                                                admin_view=admin_view)
         if not page.odd:
             more = f',"cursor":"{encode_cursor([page.last_id])}"' if page.last_id is not None else ""
@@ -197,7 +195,7 @@ async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> Memb
 
 async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
     limit, cursor = handler.page_params(1, "i")
-    rows = await members_store.list_requests(handler.app.db, row["did"], limit=limit + 1,
+    rows = await store.list_requests(handler.app.db, row["did"], limit=limit + 1,
                                              after_id=int(cursor[0]) if cursor else None)
     out: dict[str, Any] = {"pendingMembers": [views.request_json(r) for r in rows[:limit]]}
     if len(rows) > limit:
@@ -208,7 +206,7 @@ async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
 async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
     limit, cursor = handler.page_params(1, "i")
     action = handler.get_query_argument("action", None) or None
-    rows = await audit_store.list_entries(handler.app.db, row["did"], limit=limit + 1,
+    rows = await store.list_entries(handler.app.db, row["did"], limit=limit + 1,
                                           before_id=int(cursor[0]) if cursor else None, action=action)
     out: dict[str, Any] = {"entries": [views.audit_json(r) for r in rows[:limit]]}
     if len(rows) > limit:
@@ -218,13 +216,13 @@ async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
 
 async def memberships(handler: BaseHandler, user_did: str) -> dict[str, Any]:
     limit, cursor = handler.page_params(1, "i")
-    rows = await members_store.memberships_of(handler.app.db, user_did, limit=limit + 1,
+    rows = await store.memberships_of(handler.app.db, user_did, limit=limit + 1,
                                               after_id=int(cursor[0]) if cursor else None)
     out: dict[str, Any] = {"memberships": [views.membership_json(r) for r in rows[:limit]]}
     if cursor is None:
         out["pending"] = [{"communityDid": r["did"], "requestedAt": r["requested_at"], "status": "pending",
                            "community": views.community_summary(r)}
-                          for r in await members_store.requests_of(handler.app.db, user_did)]
+                          for r in await store.requests_of(handler.app.db, user_did)]
     if len(rows) > limit:
         out["cursor"] = encode_cursor([rows[limit - 1]["member_id"]])
     return out
@@ -235,5 +233,5 @@ async def community_for(handler: BaseHandler, raw_did: str) -> Row:
 
 
 async def created(handler: BaseHandler, did: str, viewer: str) -> dict[str, Any]:
-    row = await communities_store.get_community(handler.app.db, did)
+    row = await store.get_community(handler.app.db, did)
     return await details(handler, row, viewer)

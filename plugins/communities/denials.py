@@ -90,10 +90,10 @@ def audit_browser_denials(action: str, *, target: bool = False) -> Callable[[Any
 
 async def _record_browser(handler: Any, raw_did: str, args: tuple, action: str, code: str, target: bool) -> None:
     from daemon.plugin import is_did
-    from store import communities as communities_store
+    from plugins.communities import store
 
     did = unquote(raw_did)
-    row = await communities_store.get_community(handler.app.db, did) if is_did(did) else None
+    row = await store.get_community(handler.app.db, did) if is_did(did) else None
     if row is None or row["state"] != "active" or handler.principal is None:
         return
     target_did = unquote(args[0]) if target and args else None

@@ -8,7 +8,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from daemon.plugin import ApiError
-from plugins.communities import bans, capabilities, common, denials, invites, roles, service, uploads, views
+from plugins.communities import access, bans, capabilities, common, denials, invites, roles, service, store, uploads, views
 from plugins.communities.public import PublicCommunities
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,6 +55,39 @@ class Communities(PublicCommunities):
 
     def image_url(self, row: "Row", image: str) -> str | None:
         return views.image_url(row, image)
+
+    # the web pages' reads (rows of this plugin's tables, which no other plugin queries)
+    async def community_row(self, did: str) -> "Row | None":
+        return await store.get_community(self.app.db, did)
+
+    async def visible_row(self, did: str, app_id: str | None) -> "Row":
+        from daemon.plugin import Actor
+        return await access.require_community(self.app, did, Actor("", app_id))
+
+    async def search(self, text: str, *, user_did: str | None, limit: int, before_id: int | None) -> list["Row"]:
+        query = store.fts_query(text) if text else None
+        if text and query is None:
+            return []
+        return await store.list_communities(self.app.db, query=query, user_did=user_did, app_id=None,
+                                            limit=limit, before_id=before_id)
+
+    async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
+        return await store.memberships_of(self.app.db, user_did, limit=limit, after_id=after_id)
+
+    async def requests_of(self, user_did: str) -> list["Row"]:
+        return await store.requests_of(self.app.db, user_did)
+
+    async def person_did(self, handle: str) -> str | None:
+        return await store.did_by_handle(self.app.db, handle.strip().lstrip("@").lower())
+
+    async def audit_rows(self, community_did: str, *, limit: int, before_id: int | None = None,
+                         actions: tuple[str, ...] | None = None, denied: bool = False, person: str | None = None,
+                         since: str | None = None, until: str | None = None) -> list["Row"]:
+        return await store.audit_page(self.app.db, community_did, actions=actions, denied=denied, person=person,
+                                      since=since, until=until, before_id=before_id, limit=limit)
+
+    async def allowed_apps(self, community_did: str) -> list["Row"]:
+        return await store.list_allowed_apps(self.app.db, community_did)
 
     # commands
     async def create(self, actor: "Actor", **fields: Any) -> dict[str, Any]:
@@ -104,12 +137,10 @@ class Communities(PublicCommunities):
 
     async def invite_community(self, code: str) -> "Row | None":
         """The active community an invite code belongs to, usable or not (None: unknown)."""
-        from store import communities as communities_store
-        from store import invites as invites_store
-        invite = await invites_store.get_invite(self.app.db, code_hash=invites.code_hash(code))
+        invite = await store.get_invite(self.app.db, code_hash=invites.code_hash(code))
         if invite is None:
             return None
-        row = await communities_store.get_community(self.app.db, invite["community_did"])
+        row = await store.get_community(self.app.db, invite["community_did"])
         return row if row is not None and row["state"] == "active" else None
 
     async def list_invites(self, row: "Row", actor: "Actor", *, limit: int,
@@ -138,8 +169,7 @@ class Communities(PublicCommunities):
         return await roles.list_roles(self.app, row)
 
     async def role_holders(self, row: "Row") -> dict[str, list[str]]:
-        from store import roles as roles_store
-        return {r["member_did"]: r["roles"].split() for r in await roles_store.holders(self.app.db, row["did"])}
+        return {r["member_did"]: r["roles"].split() for r in await store.holders(self.app.db, row["did"])}
 
     async def create_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]:
         async with self._denials_audited(row, actor, "role.create"):
@@ -175,18 +205,16 @@ class Communities(PublicCommunities):
     async def list_bans(self, row: "Row", actor: "Actor", *, limit: int,
                         before_id: int | None) -> list[dict[str, Any]]:
         """The bans in force, newest first (`id` for the next page's `before_id`)."""
-        from daemon.plugin import member_status
-        from store import bans as bans_store
         async with self._denials_audited(row, actor, "membership.listBans"):
-            capabilities.require_capability(await member_status(self.app.db, row["did"], actor.did), "members.ban")
-        rows = await bans_store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit,
+            capabilities.require_capability(await access.member_status(self.app.db, row["did"], actor.did),
+                                            "members.ban")
+        rows = await store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit,
                                           before_id=before_id)
         return [{**bans.ban_json(r), "id": r["id"]} for r in rows]
 
     async def ban_of(self, row: "Row", user_did: str) -> dict[str, Any] | None:
         """The ban in force on `user_did` (its expiry; the reason is the admins'), or None."""
-        from store import members as members_store
-        ban = await members_store.active_ban(self.app.db, row["did"], user_did, self.app.clock.iso_now())
+        ban = await store.active_ban(self.app.db, row["did"], user_did, self.app.clock.iso_now())
         return None if ban is None else {"expiresAt": ban["expires_at"], "createdAt": ban["created_at"]}
 
     @contextlib.asynccontextmanager

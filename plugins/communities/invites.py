@@ -15,13 +15,12 @@ import hashlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import member_status, require_manager
+from plugins.communities.access import member_status, require_manager
 from daemon.plugin import ApiError, Row, Transaction
 from plugins.communities.capabilities import require_capability
 from plugins.communities.steps import Actor, active_tx, audit_tx
 from plugins.communities.views import community_summary
-from store import communities as communities_store
-from store import invites as invites_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -66,7 +65,7 @@ def NOT_FOUND() -> ApiError:  # noqa: N802
 async def usable(app: "Application", code: str, community_did: str | None = None) -> Row:
     """The invite `code` names (of `community_did`, if given): 404 if unknown, 410 if it
     can no longer be used."""
-    invite = await invites_store.get_invite(app.db, code_hash=code_hash(code))
+    invite = await store.get_invite(app.db, code_hash=code_hash(code))
     if invite is None or (community_did is not None and invite["community_did"] != community_did):
         raise NOT_FOUND()
     refused = refusal(invite, app.clock.iso_now())
@@ -79,7 +78,7 @@ async def preview(app: "Application", code: str) -> tuple[Row, Row]:
     """The usable invite `code` names and its (active) community: what the public preview
     shows, whoever asks (404 if unknown or the community is gone, 410 if unusable)."""
     invite = await usable(app, code)
-    row = await communities_store.get_community(app.db, invite["community_did"])
+    row = await store.get_community(app.db, invite["community_did"])
     if row is None or row["state"] != "active":
         raise NOT_FOUND()
     return invite, row
@@ -98,9 +97,9 @@ async def claim_tx(app: "Application", tx: Transaction, invite: Row) -> ApiError
     """Count one use of `invite` in the admitting transaction; the 410 if it was used up,
     revoked or expired meanwhile."""
     now = app.clock.iso_now()
-    if await invites_store.claim_use_tx(tx, invite["id"], now):
+    if await store.claim_use_tx(tx, invite["id"], now):
         return None
-    fresh = await invites_store.get_invite(tx, invite_id=invite["id"])
+    fresh = await store.get_invite(tx, invite_id=invite["id"])
     return (refusal(fresh, now) if fresh is not None else None) or NOT_FOUND()
 
 
@@ -124,7 +123,7 @@ async def listing(app: "Application", community: Row, actor: Actor, *, limit: in
     ``invites.manage`` acting through a managing app or their own session."""
     await require_manager(app.db, community, actor.app_id)
     require_capability(await member_status(app.db, community["did"], actor.did), "invites.manage")
-    return await invites_store.list_invites(app.db, community["did"], limit=limit, before_id=before_id)
+    return await store.list_invites(app.db, community["did"], limit=limit, before_id=before_id)
 
 
 async def create(app: "Application", community: Row, actor: Actor, *, max_uses: int | None,
@@ -139,18 +138,18 @@ async def create(app: "Application", community: Row, actor: Actor, *, max_uses: 
         await _require_manager_of_invites(tx, did, actor)
         # Counted in the writing transaction, so concurrent creations cannot pass the cap.
         cap = app.config.plugin("communities").max_active_invites
-        if await invites_store.count_active_tx(tx, did, now) >= cap:
+        if await store.count_active_tx(tx, did, now) >= cap:
             raise ApiError(409, "too_many_invites",
                            f"This community has {cap} active invites, the most this service allows "
                            "(communities.max_active_invites): revoke some, or let them expire or be "
                            "used up, before creating another.")
-        invite_id = await invites_store.insert_invite_tx(
+        invite_id = await store.insert_invite_tx(
             tx, community_did=did, code_hash=code_hash(code), max_uses=max_uses, expires_at=expires_at,
             note=note, created_by=actor.did, app_id=actor.app_id, now=now)
         await audit_tx(app, tx, did, "invite.created", actor, None,
                        metadata={"inviteId": f"{ID_PREFIX}{invite_id}", "maxUses": max_uses,
                                  "expiresAt": expires_at, "note": note})
-        row = await invites_store.get_invite(tx, invite_id=invite_id)
+        row = await store.get_invite(tx, invite_id=invite_id)
     return {"code": code, "url": invite_url(app, code), **invite_json(row)}
 
 
@@ -161,14 +160,14 @@ async def revoke(app: "Application", community: Row, code_or_id: str, actor: Act
     async with app.db.transaction("communities.invite_revoke") as tx:
         await _require_manager_of_invites(tx, did, actor)
         if code_or_id.startswith(ID_PREFIX) and code_or_id[len(ID_PREFIX):].isdigit():
-            invite = await invites_store.get_invite(tx, invite_id=int(code_or_id[len(ID_PREFIX):]))
+            invite = await store.get_invite(tx, invite_id=int(code_or_id[len(ID_PREFIX):]))
         else:
-            invite = await invites_store.get_invite(tx, code_hash=code_hash(code_or_id))
+            invite = await store.get_invite(tx, code_hash=code_hash(code_or_id))
         if invite is None or invite["community_did"] != did:
             raise NOT_FOUND()
-        if not await invites_store.revoke_tx(tx, invite["id"], actor.did, app.clock.iso_now()):
+        if not await store.revoke_tx(tx, invite["id"], actor.did, app.clock.iso_now()):
             raise ApiError(410, "invite_revoked", "This invite was already revoked.")
         await audit_tx(app, tx, did, "invite.revoked", actor, None,
                        metadata={"inviteId": f"{ID_PREFIX}{invite['id']}", "uses": invite["uses"]})
-        row = await invites_store.get_invite(tx, invite_id=invite["id"])
+        row = await store.get_invite(tx, invite_id=invite["id"])
     return invite_json(row)

@@ -11,14 +11,14 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import member_status, require_manager
 from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
+from plugins.communities.access import member_status, require_manager
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, membership_proof, nsid, profile_record,
                                        require_person, require_role, store_profile_tx)
 from store import accounts as accounts_store
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

@@ -9,8 +9,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import NOT_FOUND, app_manages, member_status, require_manager
-from daemon.plugin import ApiError, Command, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
+from daemon.plugin import NOT_FOUND, ApiError, Command, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
+from plugins.communities.access import app_manages, member_status, require_manager
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, CommunityCommand, active_tx, admins_list,
                                        admins_record, audit_tx, banned_tx,
@@ -18,8 +18,8 @@ from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, Communi
                                        membership_record, nsid, refuse_banned, require_person,
                                        store_profile_tx)
 from plugins.communities.capabilities import require_capability
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.plugin import ApiError
 from plugins.communities.access import NOT_FOUND, member_status, require_manager
 from plugins.communities.service import Actor, audit_tx
-from store import communities as communities_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, Row
@@ -27,7 +27,7 @@ async def update(app: "Application", community: "Row", actor: Actor, *, require_
     """Change the settings given (None: unchanged); one audit entry lists what changed."""
     did = community["did"]
     async with app.db.transaction("communities.settings") as tx:
-        row = await communities_store.get_community(tx, did)
+        row = await store.get_community(tx, did)
         if row is None or row["state"] != "active":
             raise NOT_FOUND(did)
         await require_manager(tx, row, actor.app_id)
@@ -35,17 +35,17 @@ async def update(app: "Application", community: "Row", actor: Actor, *, require_
             raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
         changed: dict[str, Any] = {}
         if require_user_proof is not None and bool(row["require_user_proof"]) != require_user_proof:
-            await communities_store.set_require_user_proof_tx(tx, did, require_user_proof, app.clock.iso_now())
+            await store.set_require_user_proof_tx(tx, did, require_user_proof, app.clock.iso_now())
             changed["requireUserProof"] = require_user_proof
         if roster_visibility is not None and row["roster_visibility"] != roster_visibility:
             changed["rosterVisibility"] = roster_visibility
         if listed is not None and bool(row["listed"]) != listed:
             changed["listed"] = listed
         if set(changed) - {"requireUserProof"}:
-            await communities_store.set_visibility_tx(tx, did, app.clock.iso_now(),
+            await store.set_visibility_tx(tx, did, app.clock.iso_now(),
                                                       roster_visibility=changed.get("rosterVisibility"),
                                                       listed=changed.get("listed"))
         if changed:
             await audit_tx(app, tx, did, "community.settings_changed", actor, None, metadata=changed)
-        row = await communities_store.get_community(tx, did)
+        row = await store.get_community(tx, did)
     return settings_json(row)

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from daemon.plugin import Community, is_did
-from daemon.plugin import NOT_FOUND, Actor, MemberStatus, app_can_see, app_manages_community, member_status
-from plugins.communities import bans, queries, service, steps
-from store import communities as communities_store
-from store import members as members_store
+from daemon.plugin import NOT_FOUND, Actor, Community, MemberStatus, is_did
+from plugins.communities import access, bans, service, steps, store
 
 MAX_PROFILES = 1000   # DIDs one `profiles` call may ask for
 
 if TYPE_CHECKING:  # pragma: no cover
-    from daemon.plugin import Application, Row, Transaction
+    from daemon.plugin import Application, Reader, Row, Transaction
+
+
+def community_of(row: "Row") -> Community:
+    """The typed community other plugins see, from its index row."""
+    return Community(row["did"], row["handle"], row["display_name"], row["description"], row["type"],
+                     row["creator_did"], row["member_count"], row["created_at"], row["roster_visibility"],
+                     bool(row["require_user_proof"]), bool(row["listed"]))
 
 
 class PublicCommunities:
@@ -27,22 +31,34 @@ class PublicCommunities:
     async def community(self, did_or_handle: str) -> Community | None:
         ident = did_or_handle.strip()
         if is_did(ident):
-            row = await communities_store.get_community(self.app.db, ident)
+            row = await store.get_community(self.app.db, ident)
         else:
-            row = await queries.active_by_handle(self.app.db, ident.lstrip("@").lower())
+            row = await store.active_by_handle(self.app.db, ident.lstrip("@").lower())
         if row is None or row["state"] != "active":
             return None
-        return Community(row["did"], row["handle"], row["display_name"], row["description"], row["type"],
-                         row["creator_did"], row["member_count"], row["created_at"])
+        return community_of(row)
 
-    async def membership(self, community_did: str, user_did: str) -> MemberStatus:
-        return await member_status(self.app.db, community_did, user_did)
+    async def membership(self, community_did: str, user_did: str, *, tx: "Reader | None" = None) -> MemberStatus:
+        return await access.member_status(tx or self.app.db, community_did, user_did)
 
     async def may_see(self, actor: Actor, community_did: str) -> bool:
-        row = await communities_store.get_community(self.app.db, community_did)
-        if row is None or not await app_can_see(self.app.db, community_did, actor.app_id):
+        row = await store.get_community(self.app.db, community_did)
+        if row is None or not await access.app_can_see(self.app.db, community_did, actor.app_id):
             return False
         return row["type"] != "private" or (await self.membership(community_did, actor.did)).is_member
+
+    async def app_may_see(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
+        return await access.app_can_see(tx or self.app.db, community_did, app_id)
+
+    async def visible(self, community_did: str, app_id: str | None) -> Community:
+        return community_of(await access.require_community(self.app, community_did, Actor("", app_id)))
+
+    async def sees_roster(self, community_did: str, app_id: str | None) -> bool:
+        return await access.app_sees_roster(self.app.db, community_did, app_id)
+
+    #: (tx, community_did, caused_by_app, event_type, *, managers_only) -> Audience; the rule
+    #: itself, not a wrapper: every event's commit asks it
+    event_audience = staticmethod(access.event_audience)
 
     async def holds(self, actor: Actor | str, community_did: str, capability: str) -> bool:
         declared = self.app.declarations.capabilities.get(capability)
@@ -79,18 +95,18 @@ class PublicCommunities:
         return await bans.ban(self.app, await self._active(community_did), user_did, actor, reason=reason,
                               expires_at=expires_at)
 
-    async def acts_for_admins(self, community_did: str, app_id: str | None) -> bool:
-        return await app_manages_community(self.app.db, community_did, app_id)
+    async def acts_for_admins(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
+        return await access.app_manages_community(tx or self.app.db, community_did, app_id)
 
     async def profiles(self, dids: Iterable[str]) -> dict[str, dict[str, str | None]]:
         wanted = list(dict.fromkeys(dids))
         if len(wanted) > MAX_PROFILES:
             raise ValueError(f"profiles: at most {MAX_PROFILES} DIDs at once, not {len(wanted)}")
-        rows = await members_store.profiles(self.app.db, wanted)
+        rows = await store.profiles(self.app.db, wanted)
         return {did: {"handle": row["handle"], "displayName": row["display_name"]} for did, row in rows.items()}
 
     async def _active(self, community_did: str) -> "Row":
-        row = await communities_store.get_community(self.app.db, community_did)
+        row = await store.get_community(self.app.db, community_did)
         if row is None or row["state"] != "active":
             raise NOT_FOUND(community_did)
         return row

@@ -43,8 +43,7 @@ from plugins.communities import roles
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE,
                                        admins_list, admins_record, audit_tx, community_lock_key,
                                        membership_proof, nsid, profile_record)
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -53,7 +52,7 @@ log = logging.getLogger("commonroom.communities")
 
 
 async def _active(app: "Application", did: str | None) -> bool:
-    community = await communities_store.get_community(app.db, did or "")
+    community = await store.get_community(app.db, did or "")
     return community is not None and community["state"] == "active"
 
 
@@ -71,7 +70,7 @@ async def _put_admins(app: "Application", repo: Any, did: str) -> str:
 
 async def _undo_proof(app: "Application", intent: Intent) -> list[str]:
     did, rkey = intent.community_did or "", intent.rkey or ""
-    member = await members_store.get_member(app.db, did, intent.payload.get("memberDid", ""))
+    member = await store.get_member(app.db, did, intent.payload.get("memberDid", ""))
     if member is not None and member["proof_rkey"] == rkey:
         return []
     proof_nsid = nsid(app, "membershipProof")
@@ -84,7 +83,7 @@ async def _undo_remove(app: "Application", intent: Intent) -> list[str]:
     proof_nsid = nsid(app, "membershipProof")
     repo = await _repo(app, did)
     done: list[str] = []
-    member = await members_store.get_member(app.db, did, intent.payload.get("memberDid", ""))
+    member = await store.get_member(app.db, did, intent.payload.get("memberDid", ""))
     if member is not None:
         await repo.put_record(proof_nsid, member["proof_rkey"], membership_proof(
             member["member_did"], member["confirmed_at"], member["membership_uri"],
@@ -107,7 +106,7 @@ async def _undo_admins(app: "Application", intent: Intent) -> list[str]:
 
 async def _undo_profile(app: "Application", intent: Intent) -> list[str]:
     did = intent.community_did or ""
-    row = await communities_store.get_community(app.db, did)
+    row = await store.get_community(app.db, did)
     profile_nsid = nsid(app, "profile")
     await (await _repo(app, did)).put_record(profile_nsid, "self", profile_record(
         dict(row), created_at=row["created_at"], updated_at=row["updated_at"]))
@@ -118,7 +117,7 @@ async def _undo_create(app: "Application", intent: Intent) -> list[str]:
     """A creation that never finished: its records are taken off the repo (the invisible
     'creating' row stays, so the same request can still finish it)."""
     did = intent.community_did or ""
-    community = await communities_store.get_community(app.db, did)
+    community = await store.get_community(app.db, did)
     if community is None or community["state"] != "creating":
         return []
     repo = await _repo(app, did)
@@ -141,8 +140,8 @@ async def _undo_membership(app: "Application", intent: Intent) -> list[str]:
     of the session that wrote it (left, if that grant is gone)."""
     did, user, rkey = intent.community_did or "", intent.payload.get("userDid", ""), intent.rkey or ""
     suffix = "/" + rkey
-    for row in (await members_store.get_member(app.db, did, user),
-                await members_store.get_request(app.db, did, user)):
+    for row in (await store.get_member(app.db, did, user),
+                await store.get_request(app.db, did, user)):
         if row is not None and (row["membership_uri"] or "").endswith(suffix):
             return []
     collection = nsid(app, "membership")
@@ -173,7 +172,7 @@ async def settle(app: "Application", intent: Intent) -> str | None:
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None  # a request took it over meanwhile
-        if await communities_store.get_community(tx, intent.community_did or "") is not None:
+        if await store.get_community(tx, intent.community_did or "") is not None:
             await audit_tx(app, tx, intent.community_did or "", "reconciled", None,
                            intent.payload.get("memberDid") or intent.payload.get("userDid"),
                            metadata={"operation": intent.operation, "key": intent.key, "rkey": intent.rkey,

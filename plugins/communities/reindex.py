@@ -18,9 +18,8 @@ from daemon.atproto.pds import blob_cid
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities
-from store import communities as communities_store
+from plugins.communities import store
 from store import intents as intents_store
-from store import members as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -28,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 async def reindex(app: "Application", did: str,
                   progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    row = await communities_store.get_community(app.db, did)
+    row = await store.get_community(app.db, did)
     if row is None:
         raise LookupError(f"{did} is not a community of this service")
     async with community_lock(app, did):
@@ -53,31 +52,31 @@ async def reindex(app: "Application", did: str,
         now = app.clock.iso_now()
         async with app.db.transaction("communities.reindex") as tx:
             fields = profile_fields(row, profile["value"]) if profile is not None else {}
-            await communities_store.update_community_tx(tx, did, now, state="active", **fields)
-            local = {m["member_did"]: m for m in await members_store.all_members_tx(tx, did)}
+            await store.update_community_tx(tx, did, now, state="active", **fields)
+            local = {m["member_did"]: m for m in await store.all_members_tx(tx, did)}
             added = removed = 0
             for member_did in set(local) - set(proofs):
-                await members_store.delete_member_tx(tx, did, member_did)
+                await store.delete_member_tx(tx, did, member_did)
                 removed += 1
             for member_did, (rkey, value) in proofs.items():
                 if member_did not in local:
-                    await members_store.insert_member_tx(
+                    await store.insert_member_tx(
                         tx, community_did=did, member_did=member_did,
                         now=value.get("confirmedAt") or now, proof_rkey=rkey, proof_cid=value["_cid"],
                         membership_uri=value.get("membershipUri"), membership_cid=value.get("cid"),
                         app_id=None)
                     added += 1
-                await members_store.delete_request_tx(tx, did, member_did)
+                await store.delete_request_tx(tx, did, member_did)
             ordered = []
             for entry in (admins["value"].get("admins") or []) if admins else []:
                 if isinstance(entry, dict) and entry.get("did") in proofs:
                     ordered.append((entry["did"], entry.get("addedAt") or now))
-            await members_store.set_admins_tx(tx, did, ordered)
+            await store.set_admins_tx(tx, did, ordered)
             rebuilt = await roles.rebuild_tx(tx, did, roles_record["value"] if roles_record else None,
                                              {d: v.get("confirmedAt") or now for d, (_, v) in proofs.items()},
                                              now, plugin_capabilities(app))
-            counts = await members_store.count_tx(tx, did)
-            await communities_store.set_counts_tx(tx, did, *counts)
+            counts = await store.count_tx(tx, did)
+            await store.set_counts_tx(tx, did, *counts)
             await intents_store.delete_community_tx(tx, did)
             summary = {"members": counts[0], "pending": counts[1], "added": added, "removed": removed,
                        "admins": [d for d, _ in ordered], **rebuilt}
@@ -120,13 +119,13 @@ def cli_commands() -> dict[str, Any]:
         cli.add_json_flag(listing)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
-        query = communities_store.fts_query(args.query) if args.query else None
+        query = store.fts_query(args.query) if args.query else None
         if args.query and query is None:
             return cli.fail("--query needs a word to search for", 2)
         rows = [{"did": r["did"], "handle": r["handle"], "name": r["display_name"], "type": r["type"],
                  "members": r["member_count"], "pending": r["pending_count"], "state": r["state"],
                  "creator": r["creator_did"], "createdAt": r["created_at"]}
-                for r in await communities_store.all_communities(app.db, query)]
+                for r in await store.all_communities(app.db, query)]
         return cli.print_rows(rows, ("did", "handle", "name", "type", "members", "pending", "state"), args.json)
 
     return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),

@@ -14,7 +14,7 @@ from typing import Any
 
 from daemon.plugin import iso
 from daemon.runtime.retention import BATCH, PAUSE_SECONDS
-from store import audit as audit_store
+from plugins.communities import store
 
 log = logging.getLogger("commonroom.retention")
 
@@ -39,7 +39,7 @@ class DeniedAuditPruner:
         cutoff = iso(self.app.clock.time() - days * 86400)
         removed = 0
         while True:
-            rows = await audit_store.scan_after(self.app.db, self.done_up_to, BATCH)
+            rows = await store.scan_after(self.app.db, self.done_up_to, BATCH)
             doomed, last, reached = [], self.done_up_to, False
             for row in rows:
                 if row["created_at"] >= cutoff:
@@ -50,7 +50,7 @@ class DeniedAuditPruner:
                     doomed.append(row["id"])
             if doomed:
                 async with self.app.db.transaction("communities.audit_prune") as tx:
-                    removed += await audit_store.delete_entries_tx(tx, doomed)
+                    removed += await store.delete_entries_tx(tx, doomed)
             self.done_up_to = last
             if reached or len(rows) < BATCH:
                 break

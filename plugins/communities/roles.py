@@ -18,14 +18,14 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from daemon.plugin import member_status, require_manager
 from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, WriteKind, emit_tx, pds
+from plugins.communities.access import member_status, require_manager
 from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx,
                                        community_lock_key, nsid, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name, plugin_capabilities)
-from store import communities as communities_store
-from store import roles as roles_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as roles_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

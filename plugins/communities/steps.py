@@ -18,9 +18,9 @@ from urllib.parse import unquote
 
 from daemon.plugin import NOT_FOUND, Actor, MemberStatus
 from daemon.plugin import ApiError, Command, Reader, Row, Transaction, is_did, pds
-from store import audit as audit_store
-from store import communities as communities_store
-from store import members as members_store
+from plugins.communities import store as audit_store
+from plugins.communities import store as communities_store
+from plugins.communities import store as members_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

@@ -30,14 +30,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import member_status
+from plugins.communities.access import member_status
 from daemon.plugin import ApiError, Intent, WriteKind
 from daemon.sync import Interest, SyncEvent
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
                                        community_lock, community_repo_for, nsid)
-from store import communities as communities_store
+from plugins.communities import store as communities_store
 from store import intents as intents_store
-from store import members as members_store
+from plugins.communities import store as members_store
 from store import sync as sync_store
 from store.db import Database, Transaction
 
@@ -59,7 +59,7 @@ def interest(app: "Application") -> Interest:
     membership = nsid(app, "membership")
 
     async def load(db: Database, mark: Any) -> tuple[set[str], Any]:
-        return await sync_store.interest_since(db, mark or (0, 0, 0))
+        return await communities_store.interest_since(db, mark or (0, 0, 0))
 
     return Interest("communities", load, collections=frozenset({membership}), decode=frozenset({membership}))
 
@@ -70,7 +70,7 @@ def interest(app: "Application") -> Interest:
 async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent]) -> None:
     names = {"membership": nsid(app, "membership"), "profile": nsid(app, "profile"),
              "admins": nsid(app, "admins")}
-    communities = await sync_store.communities_by_dids_tx(tx, sorted({e.did for e in events if e.did}))
+    communities = await communities_store.communities_by_dids_tx(tx, sorted({e.did for e in events if e.did}))
     now = app.clock.iso_now()
     for event in events:
         if event.own:
@@ -80,7 +80,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
             continue  # a community being created: the command's own writes
         if event.kind == "gap":
             dids = [event.did] if community is not None else \
-                await sync_store.active_community_dids_tx(tx) if not event.did else []
+                await communities_store.active_community_dids_tx(tx) if not event.did else []
             if dids:
                 log.warning("events may have been missed (%s): reindexing %d communit%s",
                             "outdated cursor" if not event.did else f"gap in {event.did}",
@@ -101,7 +101,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
                 status = event.status or "inactive"
                 await sync_store.set_inactive_tx(tx, event.did, status, now)
                 if status == "deleted":
-                    for row in await sync_store.memberships_tx(tx, event.did):
+                    for row in await communities_store.memberships_tx(tx, event.did):
                         await _todo(app, tx, "account_deleted", event.did, community=row["community_did"])
         elif event.kind == "commit":
             if community is not None:
@@ -110,7 +110,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
                 continue
             for op in event.ops:
                 if op.collection == _PROFILE and op.rkey == "self":
-                    if await sync_store.is_known_tx(tx, event.did):
+                    if await communities_store.is_known_tx(tx, event.did):
                         await _todo(app, tx, "profile", event.did)
                 elif op.collection == names["membership"]:
                     await _membership_op_tx(app, tx, event, op)
@@ -119,7 +119,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
 async def _membership_op_tx(app: "Application", tx: Transaction, event: SyncEvent, op: Any) -> None:
     uri = f"at://{event.did}/{op.collection}/{op.rkey}"
     if op.action == "delete":
-        for row in await sync_store.by_membership_uri_tx(tx, event.did, uri):
+        for row in await communities_store.by_membership_uri_tx(tx, event.did, uri):
             await _todo(app, tx, "leave", event.did, community=row["community_did"], rkey=op.rkey)
         return
     target = (op.record or {}).get("community")
@@ -220,7 +220,7 @@ async def _identity(app: "Application", intent: Intent) -> str:
     if info.handle is None:
         return "refused"  # the handle does not resolve back: keep the last verified one
     async with app.db.transaction("communities.sync_handle") as tx:
-        await sync_store.set_handle_tx(tx, did, info.handle, app.clock.iso_now())
+        await communities_store.set_handle_tx(tx, did, info.handle, app.clock.iso_now())
     return "applied"
 
 
@@ -231,7 +231,7 @@ async def _profile(app: "Application", intent: Intent) -> str:
     info = await resolve_did(app, did)
     profile = await read_user_profile(app, did) or {}
     async with app.db.transaction("communities.sync_profile") as tx:
-        await sync_store.set_profile_tx(tx, did, info.handle, profile.get("displayName"), profile.get("avatar"),
+        await communities_store.set_profile_tx(tx, did, info.handle, profile.get("displayName"), profile.get("avatar"),
                                         app.clock.iso_now())
     return "applied"
 

@@ -11,7 +11,7 @@ from daemon.plugin import hookimpl
 from plugins.events import handlers, retention
 from plugins.events.metrics import StreamMetrics
 from plugins.events.settings import EventsConfig, check
-from plugins.events.stream import EventStream, stream_of
+from plugins.events.stream import EventStream, cr_event, stream_of  # noqa: F401 (cr_event: the hook)
 
 
 @hookimpl
@@ -41,12 +41,6 @@ def cr_metrics(app: Any, registry: Any) -> Any:
     stream = stream_of(app)
     stream.metrics = m = StreamMetrics(stream, registry)
     return m.refresh
-
-
-@hookimpl
-def cr_event(app: Any, event: Any) -> None:
-    # Plain def: the hub is woken in commit order, before any other observer awaits.
-    stream_of(app).notify()
 
 
 @hookimpl

@@ -16,7 +16,7 @@ from daemon.plugin import is_did
 from daemon.http.base import (SERVER_HEADER, ApiError, RequestLogic, BaseHandler, decode_cursor, encode_cursor,
                               encode_json, error_for)
 from daemon.plugin import CURSOR, DID, STRING, Response, arr, obj, operation, query
-from daemon.plugin import require_community
+from daemon.plugin import NOT_FOUND, CommunitiesService
 from plugins.events.stream import (CLOSE_CURSOR_EXPIRED, MAX_LIMIT, MAX_WAIT, EventStream, Filter, Subscriber,
                                    event_message, parse_kinds, stream_of)
 
@@ -49,7 +49,10 @@ async def stream_params(h: RequestLogic) -> tuple[Filter, int]:
         if not is_did(community_did):
             raise ApiError(400, "invalid_request", "communityDid: must be a DID",
                            details=[{"field": "communityDid", "message": "must be a DID"}])
-        await require_community(app, community_did, h.principal)
+        communities = app.service(CommunitiesService)
+        if communities is None:
+            raise NOT_FOUND(community_did)
+        await communities.visible(community_did, h.principal.app_id)
     stream = stream_of(app)
     raw_cursor = h.get_query_argument("cursor", None, strip=False)
     if raw_cursor is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from daemon.plugin import iso
 from daemon.runtime.plugins import call_hook
-from store import events as store
+from daemon.runtime import events as store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

@@ -4,7 +4,7 @@ subscribers (docs/events.md).
 A cursor is the outbox ``seq`` of the last event a reader has passed (seen or filtered
 out), encoded as every cursor of the API is (`daemon.http.base.encode_cursor`). What an
 app may hear of was decided when each event was recorded (``events.audience``, from
-`daemon.security.access.event_audience`, the decision webhook fan-out uses too).
+`CommunitiesService.event_audience`, the decision webhook fan-out uses too).
 
 Live events reach subscribers through one reader, the hub: woken after each commit (the
 `cr_event` hook) and once a second (events written by another process, e.g. the
@@ -24,9 +24,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from daemon.plugin import ApiError, encode_cursor
+from daemon.plugin import ApiError, encode_cursor, hookimpl
 from daemon.plugin import AppSet, Audience, event_data_for
-from store import events as store
+from daemon.runtime import events as store
 from daemon.plugin import Row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,6 +65,13 @@ def stream_of(app: "Application") -> "EventStream":
     return app.extensions["events"]  # type: ignore[no-any-return]
 
 
+@hookimpl
+def cr_event(app: Any, event: Any) -> None:
+    """After each commit, wake the hub (registered with the plugin's package, which imports
+    it). Plain def: the hub is woken in commit order, before any other observer awaits."""
+    stream_of(app).notify()
+
+
 def invalid_cursor(message: str = "The cursor is not one this service issued.") -> ApiError:
     return ApiError(400, "invalid_cursor", message)
 
@@ -94,7 +101,7 @@ def event_message(row: Row, app_id: str) -> bytes:
     """An event as the stream shows it to `app_id` (one WebSocket message, one item of a
     pull): the webhook body (`Event.payload`: type, timestamp, data) after the event id (the
     webhook-id header of its deliveries), then its cursor. SQLite built the rest
-    (`store.events`). An app that may not see the people the event names (``events.people``,
+    (`daemon.runtime.events`). An app that may not see the people the event names (``events.people``,
     the roster rule of `event_audience`) gets the data without them, as its webhooks do."""
     body: str = row["body"]
     if not AppSet.from_stored(row["people"]).has(app_id):

@@ -18,7 +18,7 @@ from daemon.security.sessions import end_session
 from plugins.oauth.client import OAuthClient, OAuthError, ServerMeta, TokenSet, origin_of
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import dump_private, load_client_keys, load_private
-from store import oauth as oauth_store
+from plugins.oauth import store as oauth_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

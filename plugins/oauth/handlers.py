@@ -22,7 +22,7 @@ from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuth
                                   origin_of, pkce_pair)
 from plugins.oauth.grants import oauth_state
 from plugins.oauth.keys import dump_private, load_private, new_dpop_key
-from store import oauth as oauth_store
+from plugins.oauth import store as oauth_store
 
 log = logging.getLogger("commonroom.oauth")
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from daemon.plugin import nsid_problem
 from daemon.plugin import ApiError, Row
-from store import records as store
+from plugins.records import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

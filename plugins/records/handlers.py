@@ -16,12 +16,10 @@ from urllib.parse import unquote
 from daemon.plugin import (ApiError, BOOLEAN, pds, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
                            STRING_OR_NULL, UserMethod, arr, encode_cursor, invalid, is_did, new_tid,
                            nullable, obj, operation, page, query, require_did, require_nsid, require_rkey)
-from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, app_manages, app_sees_roster, member_status, require_community, require_manager
+from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, Community, CommunitiesService
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
-from store import audit as audit_store
-from store import record_permissions as permissions_store
-from store import records as store
+from plugins.records import store
 
 DID = r"(did(?::|%3[Aa])[^/?#]+)"
 SEGMENT = r"([^/?#]+)"
@@ -69,32 +67,38 @@ class RecordsBase(BaseHandler):
     #: What each HTTP method does in a user's name (daemon/atproto/proofs.py, docs/identity.md).
     user_methods: dict[str, UserMethod] = {}
 
-    async def prove(self, user_did: str, community: Row) -> bool:
+    @property
+    def communities(self) -> CommunitiesService:
+        service = self.app.service(CommunitiesService)
+        assert service is not None  # a requirement of this plugin
+        return service
+
+    async def prove(self, user_did: str, community: Community) -> bool:
         """Check the proof of the acting user, if any (401 for a bad or a missing required one)."""
-        requires = "require_user_proof" in community.keys() and bool(community["require_user_proof"])
+        requires = community.require_user_proof
         return await self.app.proofs.acting_user(self, user_did, self.user_methods.get(self.request.method),
                                                  requires)
 
-    async def prove_changer(self, user_did: str, community: Row) -> bool:
+    async def prove_changer(self, user_did: str, community: Community) -> bool:
         """`prove` for a change or deletion of an existing record: where the community hides
         its roster from the app (`app_sees_roster`), the user must be proven, else 403
         ``roster_hidden``: the answers (a no-op 200 for the author, ``not_permitted`` for
         another member, ``not_member`` for anyone else) say who wrote what and who the
         members are, which the reads hide from such an app (docs/records.md)."""
         proven = await self.prove(user_did, community)
-        if not proven and not await app_sees_roster(self.app.db, community["did"], self.principal.app_id):
-            raise ROSTER_HIDDEN(community["did"])
+        if not proven and not await self.communities.sees_roster(community.did, self.principal.app_id):
+            raise ROSTER_HIDDEN(community.did)
         return proven
 
     @property
     def settings(self) -> Any:
         return self.app.config.plugin("records")
 
-    async def community(self, raw_did: str) -> Row:
+    async def community(self, raw_did: str) -> Community:
         did = unquote(raw_did)
         if not is_did(did):
             raise NOT_FOUND(did)
-        return await require_community(self.app, did, self.principal)
+        return await self.communities.visible(did, self.principal.app_id)
 
     async def writable(self, did: str, value: Any, field: str = "collection") -> str:
         """The collection, if apps may create and update records in it here (403
@@ -135,7 +139,7 @@ class RecordsBase(BaseHandler):
         return require_did(self.get_query_argument("userDid", None), "userDid")
 
     async def require_member(self, did: str, user_did: str) -> Any:
-        status = await member_status(self.app.db, did, user_did)
+        status = await self.communities.membership(did, user_did)
         if not status.is_member:
             raise ApiError(403, "not_member", "userDid is not a member of this community.")
         return status
@@ -159,8 +163,7 @@ class RecordsBase(BaseHandler):
             raise permissions.refusal(action, rule, row["collection"])
         if how == "member" or row["author_did"] == user_did:
             return
-        community = await require_community(self.app, did, self.principal)
-        if not await app_manages(self.app.db, community, self.principal.app_id):
+        if not await self.communities.acts_for_admins(did, self.principal.app_id):
             raise APP_NOT_TRUSTED(did, self.principal.app_id or "-")
 
     async def indexed(self, did: str, collection: str, rkey: str) -> Row:
@@ -186,7 +189,7 @@ class RecordsHandler(RecordsBase):
     async def post(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
-        did = community["did"]
+        did = community.did
         user_did = require_did(body.get("userDid"), "userDid")
         await self.prove(user_did, community)
         collection = await self.writable(did, body.get("collection"))
@@ -229,7 +232,7 @@ class RecordsHandler(RecordsBase):
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
-        did = community["did"]
+        did = community.did
         user_did = require_did(body.get("userDid"), "userDid")
         await self.prove_changer(user_did, community)
         collection = await self.writable(did, body.get("collection"))
@@ -259,14 +262,14 @@ class CollectionHandler(RecordsBase):
                errors={401: "a bad service-auth token (proof_*)", 403: "members_only, not_member, roster_hidden"})
     async def get(self, raw_did: str, raw_collection: str) -> None:
         community = await self.community(raw_did)
-        did = community["did"]
+        did = community.did
         collection = require_nsid(unquote(raw_collection), "collection")
         await self.check_read(community)
         limit, after = self.page_params(1, "i")
         author = self.get_query_argument("authorDid", None)
         if author is not None:
             require_did(author, "authorDid")  # present but empty is a bad DID, as the document says
-        sees = await app_sees_roster(self.app.db, did, self.principal.app_id)
+        sees = await self.communities.sees_roster(did, self.principal.app_id)
         if author and not sees:
             raise ROSTER_HIDDEN(did)  # who wrote what would tell who the members are
         rows = await store.list_records(self.app.db, did, collection, limit + 1,
@@ -276,22 +279,22 @@ class CollectionHandler(RecordsBase):
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
         self.send_json(out)
 
-    async def check_read(self, community: Row) -> None:
-        if community["type"] != "private":
+    async def check_read(self, community: Community) -> None:
+        if community.type != "private":
             return
         user = self.get_query_argument("userDid", None)
         if not user:
             raise ApiError(403, "members_only",
                            "This community is private: pass the userDid of a member to read its records.")
         user = require_did(user, "userDid")
-        if not await app_sees_roster(self.app.db, community["did"], self.principal.app_id):
+        if not await self.communities.sees_roster(community.did, self.principal.app_id):
             # 200 for a member and 403 not_member for anyone else would answer, for any DID,
             # the question membership/check answers such an app only with the user's proof.
             proven = bool(self.request.headers.get("Authorization")) and \
                 await self.app.proofs.acting_user(self, user, READ)
             if not proven:
-                raise ROSTER_HIDDEN(community["did"])
-        await self.require_member(community["did"], user)
+                raise ROSTER_HIDDEN(community.did)
+        await self.require_member(community.did, user)
 
 
 class RecordHandler(CollectionHandler):
@@ -306,8 +309,8 @@ class RecordHandler(CollectionHandler):
         collection = require_nsid(unquote(raw_collection), "collection")
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         await self.check_read(community)
-        sees = await app_sees_roster(self.app.db, community["did"], self.principal.app_id)
-        self.send_json(record_json(await self.indexed(community["did"], collection, rkey), sees_roster=sees))
+        sees = await self.communities.sees_roster(community.did, self.principal.app_id)
+        self.send_json(record_json(await self.indexed(community.did, collection, rkey), sees_roster=sees))
 
     @operation("Delete a record (its author, or an admin through a trusted app)", params=[USER_DID],
                body=obj({"userDid": DID_SCHEMA}), body_required=False,
@@ -316,7 +319,7 @@ class RecordHandler(CollectionHandler):
     async def delete(self, raw_did: str, raw_collection: str, raw_rkey: str) -> None:
         body = self.json_body(required=False)
         community = await self.community(raw_did)
-        did = community["did"]
+        did = community.did
         collection = self.not_protected(unquote(raw_collection))
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
@@ -361,8 +364,8 @@ class CollectionSettingsHandler(RecordsBase):
     @operation("The collections apps may write in this community", responses={200: SETTINGS})
     async def get(self, raw_did: str) -> None:
         community = await self.community(raw_did)
-        row = await store.collection_settings(self.app.db, community["did"])
-        self.send_json(await self.settings_json(community["did"], row))
+        row = await store.collection_settings(self.app.db, community.did)
+        self.send_json(await self.settings_json(community.did, row))
 
     @operation("Set the community's collection allowlist and permissions (an admin, through a trusted app)",
                body=obj({"adminDid": DID_SCHEMA, "allowedCollections": nullable(arr(STRING)),
@@ -372,31 +375,31 @@ class CollectionSettingsHandler(RecordsBase):
     async def put(self, raw_did: str) -> None:
         body = self.json_body()
         community = await self.community(raw_did)
-        did = community["did"]
+        did = community.did
         admin_did = require_did(body.get("adminDid"), "adminDid")
         proven = await self.prove(admin_did, community)
         if "permissions" in body:
             rules = permissions.parse(body["permissions"]) if body["permissions"] is not None else {}
         allowed = self.allowlist(body) if "allowedCollections" in body or "permissions" not in body else None
+        actor = Actor(admin_did, self.principal.app_id, proven)
         async with self.app.db.transaction("records.collection_settings") as tx:
-            await require_manager(tx, community, self.principal.app_id)
-            if not (await member_status(tx, did, admin_did)).is_admin:
+            if not await self.communities.acts_for_admins(did, self.principal.app_id, tx=tx):
+                raise APP_NOT_TRUSTED(did, self.principal.app_id or "-")
+            if not (await self.communities.membership(did, admin_did, tx=tx)).is_admin:
                 raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
             if "allowedCollections" in body:
                 await store.set_collection_settings_tx(
                     tx, did, allowed_json=None if allowed is None else json.dumps(allowed),
                     updated_by=admin_did, app_id=self.principal.app_id, now=self.app.clock.iso_now())
-                await audit_store.insert_entry_tx(
-                    tx, community_did=did, action="records.collections_changed", actor_did=admin_did,
-                    target_did=None, reason=None, metadata={"allowedCollections": allowed, "actorProven": proven},
-                    app_id=self.principal.app_id, now=self.app.clock.iso_now())
+                await self.communities.audit_tx(
+                    tx, did, actor, "records.collections_changed", "changed the collections apps may write",
+                    details={"allowedCollections": allowed})
             if "permissions" in body:
-                await permissions_store.replace_tx(tx, did, [
+                await store.replace_tx(tx, did, [
                     (c, r["create"], r["update"], r["delete"]) for c, r in rules.items()])
-                await audit_store.insert_entry_tx(
-                    tx, community_did=did, action="records.permissions_changed", actor_did=admin_did,
-                    target_did=None, reason=None, metadata={"permissions": rules, "actorProven": proven},
-                    app_id=self.principal.app_id, now=self.app.clock.iso_now())
+                await self.communities.audit_tx(
+                    tx, did, actor, "records.permissions_changed", "changed who may write each collection",
+                    details={"permissions": rules})
         row = await store.collection_settings(self.app.db, did)
         self.send_json(await self.settings_json(did, row))
 
@@ -428,7 +431,7 @@ class CollectionSettingsHandler(RecordsBase):
         return {
             "communityDid": did,
             "allowedCollections": collections.stored_allowlist(row),
-            "permissions": permissions.as_json(await permissions_store.all_rules(self.app.db, did)),
+            "permissions": permissions.as_json(await store.all_rules(self.app.db, did)),
             "updatedAt": row["updated_at"] if row else None,
             "updatedBy": row["updated_by"] if row else None,
             "service": {

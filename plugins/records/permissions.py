@@ -11,7 +11,7 @@ Admins may always (they hold every capability), and so may members whose role gr
 capability on the collection, except under ``admins``. Without a rule: ``members`` create,
 ``author`` updates and deletes, which is how the records API always behaved (the author, or
 an admin). What a member's roles grant comes from the core (``MemberStatus.holds``,
-daemon/security/access.py): this plugin never imports the communities plugin.
+daemon.plugin, read through the communities service): this plugin never imports the communities plugin.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from daemon.plugin import ApiError, MemberStatus, invalid
 from daemon.plugin import nsid_problem
-from store import record_permissions as store
+from plugins.records import store
 
 ACTIONS = ("create", "update", "delete")
 RULES = {"create": ("members", "role", "admins"), "update": ("members", "author", "role", "admins"),

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, pds
-from daemon.plugin import Actor
-from daemon.plugin import APP_NOT_TRUSTED, app_manages, member_status, require_community
+from daemon.plugin import APP_NOT_TRUSTED, Actor, ApiError, CommunitiesService, pds
 from plugins.records import permissions, writes
 from plugins.records.collections import policy
-from store import records as store
+from plugins.records import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -31,8 +29,9 @@ class Records:
     async def delete_record(self, community_did: str, collection: str, rkey: str, actor: Actor, *,
                             permitted: bool = False) -> dict[str, Any]:
         app = self.app
-        community = await require_community(app, community_did, actor)
-        did = community["did"]
+        communities = app.service(CommunitiesService)
+        assert communities is not None  # a requirement of this plugin
+        did = (await communities.visible(community_did, actor.app_id)).did
         refused = policy(app).protected_refusal(collection)
         if refused is not None:
             raise refused
@@ -41,7 +40,7 @@ class Records:
             row = await store.get_record(app.db, did, collection, rkey)
             if row is None:
                 raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
-            status = await member_status(app.db, did, actor.did)
+            status = await communities.membership(did, actor.did)
             if not status.is_member:
                 raise ApiError(403, "not_member", "The acting user is not a member of this community.")
             rule = (await permissions.rules_for(app, did, collection))["delete"]
@@ -49,8 +48,8 @@ class Records:
                                                                 is_author=row["author_did"] == actor.did)
             if how is None:
                 raise permissions.refusal("delete", rule, collection)
-            if how != "member" and row["author_did"] != actor.did and not await app_manages(app.db, community,
-                                                                                            actor.app_id):
+            if how != "member" and row["author_did"] != actor.did and not await communities.acts_for_admins(
+                    did, actor.app_id):
                 raise APP_NOT_TRUSTED(did, actor.app_id or "-")
             from daemon.atproto.accounts import community_repo
             repo = await pds(community_repo(app, did), refusal_is_callers=True)

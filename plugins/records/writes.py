@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import (DROP_UNWRITTEN, ApiError, Command, Intent, Plan, Run, Transaction, WriteKind,
                            emit_tx, pds)
-from store import records as store
+from plugins.records import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

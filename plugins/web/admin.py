@@ -48,9 +48,8 @@ class SettingsPage(PageHandler):
     login_required = True
 
     async def get(self, ident: str) -> None:
-        from daemon.plugin import member_status
         row = await community_row(self, ident)
-        status = await member_status(self.app.db, row["did"], self.principal.did)
+        status = await self.communities.membership(row["did"], self.principal.did)
         if not status.is_admin:
             opened = sections.settings_sections(status, community_path(row))
             if not opened:
@@ -273,7 +272,7 @@ class MemberAction(PageHandler):
 async def member_named(handler: PageHandler, row: Any, did: str) -> dict[str, Any]:
     """A member's names for a confirmation ("Remove <name>?"); 404 page if not a member."""
     from plugins.web.queries import member_profile
-    member = await member_profile(handler.app.db, row["did"], handler.communities.path_did(did))
+    member = await member_profile(handler.app, row["did"], handler.communities.path_did(did))
     if member is None:
         raise ApiError(404, "not_member", "That person is not a member of this community.")
     return member
@@ -321,7 +320,7 @@ class AuditPage(PageHandler):
         import datetime as dt
 
         from daemon.plugin import decode_cursor, encode_cursor
-        from plugins.web.queries import AUDIT_KINDS, audit_entries, audit_page, did_of_person
+        from plugins.web.queries import AUDIT_KINDS, audit_entries, did_of_person
 
         row = await community_row(self, ident)
         me, layout = await section_page(self, row, "audit", "audit.read", doing="read the history")
@@ -337,7 +336,7 @@ class AuditPage(PageHandler):
             errors.add("kind", "Choose a kind from the list")
         person = None
         if values["person"]:
-            person = await did_of_person(self.app.db, values["person"])
+            person = await did_of_person(self.app, values["person"])
             if person is None:
                 errors.add("person", "No one with that handle has been seen here: enter a handle or DID")
         bounds: dict[str, str | None] = {"from": None, "to": None}
@@ -355,9 +354,9 @@ class AuditPage(PageHandler):
         rows: list[Any] = []
         if not errors:
             kind = values["kind"]
-            rows = await audit_page(self.app.db, row["did"], actions=AUDIT_KINDS[kind][1] if kind in AUDIT_KINDS else None,
-                                    denied=kind == "denied", person=person, since=bounds["from"],
-                                    until=bounds["to"], before_id=before, limit=self.PAGE + 1)
+            rows = await self.communities.audit_rows(
+                row["did"], actions=AUDIT_KINDS[kind][1] if kind in AUDIT_KINDS else None, denied=kind == "denied",
+                person=person, since=bounds["from"], until=bounds["to"], before_id=before, limit=self.PAGE + 1)
         more = None
         if len(rows) > self.PAGE:
             params = {k: v for k, v in values.items() if v} | {"cursor": encode_cursor([rows[self.PAGE - 1]["id"]])}
@@ -366,7 +365,7 @@ class AuditPage(PageHandler):
         self.render_page("audit.html", title=("Error: " + title) if errors else title,
                          status=400 if errors else 200, community=community_names(row), errors=errors,
                          values=values, kinds=kinds,
-                         entries=await audit_entries(self.app.db, [self.communities.audit_entry_json(r) for r in rows[:self.PAGE]]),
+                         entries=await audit_entries(self.app, [self.communities.audit_entry_json(r) for r in rows[:self.PAGE]]),
                          more=more, paged=bool(cursor), filtered=any(values.values()), **layout)
 
 
@@ -395,7 +394,7 @@ class AppsPage(PageHandler):
         title = f"Apps of {row['display_name']}"
         self.render_page("apps.html", title=("Error: " + title) if errors else title, status=status,
                          community=community_names(row, private=row["type"] == "private"),
-                         apps=await trusted_apps(self.app.db, row),
+                         apps=await trusted_apps(self.app, row),
                          errors=errors, values=errors.values, **layout)
 
     async def submit(self, ident: str) -> None:

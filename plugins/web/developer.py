@@ -254,8 +254,7 @@ async def community_label(handler: PageHandler, did: str | None) -> str | None:
     """A webhook's community as a person reads it: its handle (or the DID if unknown)."""
     if did is None:
         return None
-    from store import communities as communities_store
-    row = await communities_store.get_community(handler.app.db, did)
+    row = await handler.communities.community_row(did)
     return row["handle"] if row is not None and row["handle"] else did
 
 
@@ -295,7 +294,7 @@ class WebhookForm(WebhooksOnly):
         out["events"] = chosen
         out["community_did"] = None
         if values["community"]:
-            did = await queries.community_did_of(self.app.db, values["community"])
+            did = await queries.community_did_of(self.app, values["community"])
             if did is None:
                 errors.add("community", "There is no community " + values["community"] + " on this service")
             out["community_did"] = did

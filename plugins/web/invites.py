@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import member_status
 from daemon.plugin import ApiError, iso
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.developer import when
@@ -57,7 +56,7 @@ class InvitePage(PageHandler):
         if exc.status != 410 or self.principal is None:
             return None
         row = await self.communities.invite_community(code)
-        if row is None or not (await member_status(self.app.db, row["did"], self.principal.did)).is_member:
+        if row is None or not (await self.communities.membership(row["did"], self.principal.did)).is_member:
             return None
         return row
 
@@ -77,7 +76,7 @@ class InvitePage(PageHandler):
                              invite=None, path_of=community_path(row), when=when, is_member=True,
                              is_pending=False, banned=None)
             return
-        status = await member_status(self.app.db, row["did"], self.principal.did) if self.principal else None
+        status = await self.communities.membership(row["did"], self.principal.did) if self.principal else None
         banned = await self.communities.ban_of(row, self.principal.did) if self.principal else None
         self.put_header("Cache-Control", "no-store")  # the code is in the URL: keep it out of caches
         self.render_page("invite.html", title=f"Invitation to {row['display_name']}",

@@ -7,14 +7,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.plugin import member_status
 from daemon.plugin import ApiError, encode_cursor
 from plugins.web import membership, queries
 from plugins.web.assets import PLUGIN_STATIC_PATTERN, STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
 from plugins.web.sections import settings_sections
 from plugins.web.shared import IDENT, plain_notice, community_path, community_row, signed_in_actor
-from store import communities as communities_store
 
 # ------------------------------------------------------------------ home
 
@@ -30,9 +28,9 @@ class HomePage(PageHandler):
                              notice=plain_notice(self.get_query_argument("done", "")))
             return
         limit, cursor = self.page_params(1, "i")
-        mine, more = await queries.my_communities(self.app.db, self.principal.did, limit=limit,
+        mine, more = await queries.my_communities(self.app, self.principal.did, limit=limit,
                                                   after_id=int(cursor[0]) if cursor else None)
-        pending = await queries.my_requests(self.app.db, self.principal.did) if cursor is None else []
+        pending = await queries.my_requests(self.app, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
                          notice=plain_notice(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
@@ -47,12 +45,9 @@ class DiscoverPage(PageHandler):
     async def get(self) -> None:
         limit, cursor = self.page_params(1, "i")
         text = (self.get_query_argument("q", "") or "").strip()[:200]
-        query = communities_store.fts_query(text) if text else None
-        rows: list[Any] = []
-        if not text or query is not None:
-            rows = await communities_store.list_communities(
-                self.app.db, query=query, user_did=self.principal.did if self.principal else None,
-                app_id=None, limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
+        rows: list[Any] = await self.communities.search(
+            text, user_did=self.principal.did if self.principal else None, limit=limit + 1,
+            before_id=int(cursor[0]) if cursor else None)
         more = None
         if len(rows) > limit:
             params = {"cursor": encode_cursor([rows[limit - 1]["id"]])}
@@ -88,7 +83,7 @@ class CommunityPage(PageHandler):
             more = f"{community_path(row)}?{urlencode(params)}#members"
         done = self.get_query_argument("done", "")
         # the settings link, for anyone whose capabilities open a section of them
-        mine = await member_status(self.app.db, row["did"], viewer) if viewer else None
+        mine = await self.communities.membership(row["did"], viewer) if viewer else None
         settings_link = bool(mine and settings_sections(mine, community_path(row)))
         ban = await self.communities.ban_of(row, viewer) if viewer and not status.get("isMember") else None
         self.render_page(
@@ -238,7 +233,7 @@ class CreatePage(PageHandler):
                 errors.general.append(exc.message)
             self.show_form(errors, exc.status)
             return
-        row = await communities_store.get_community(self.app.db, result["did"])
+        row = await self.communities.community_row(result["did"])
         self.see_other(community_path(row) + "?done=created")
 
 

@@ -1,28 +1,23 @@
-"""Reads the pages need that no store module offers yet (the plugin's own query module:
-the only SQL of the web plugin), and plain-data shapes for the templates."""
+"""What the pages read, asked of the services (the communities' tables are that plugin's:
+this plugin runs no SQL on them, docs/plugins.md), and plain-data shapes for the templates."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import is_did
 from daemon.atproto.pds import image_url
-from store import members as members_store
-from store.db import Database, Row
+
+if TYPE_CHECKING:  # pragma: no cover
+    from daemon.plugin import Application, Row
 
 
-async def community_did_by_handle(db: Database, handle: str) -> str | None:
-    """The DID of the active community with `handle` (the indexed handle, lower-case)."""
-    return await db.fetchval(
-        "SELECT did FROM communities WHERE handle = ? AND state = 'active' ORDER BY id DESC LIMIT 1",
-        (handle.strip().lower().lstrip("@"),))
-
-
-async def community_did_of(db: Database, ident: str) -> str | None:
+async def community_did_of(app: "Application", ident: str) -> str | None:
     """`/c/<ident>`: a DID as it is, a handle through the index (None: no such community)."""
     if is_did(ident):
         return ident
-    return await community_did_by_handle(db, ident)
+    found = await app.communities.community(ident)
+    return found.did if found is not None else None
 
 
 def role_of(admin_rank: int | None) -> str:
@@ -31,18 +26,18 @@ def role_of(admin_rank: int | None) -> str:
     return "admin" if admin_rank is not None else "member"
 
 
-def card(row: Row) -> dict[str, Any]:
+def card(row: "Row") -> dict[str, Any]:
     """A community as a list shows it."""
     return {"did": row["did"], "handle": row["handle"], "name": row["display_name"],
             "description": row["description"] or "", "type": row["type"],
             "avatar": image_url(row, "avatar"), "member_count": row["member_count"]}
 
 
-async def my_communities(db: Database, user_did: str, *, limit: int,
+async def my_communities(app: "Application", user_did: str, *, limit: int,
                          after_id: int | None) -> tuple[list[dict[str, Any]], int | None]:
     """The user's communities (newest membership first) with their role, and for those they
     run the number of pending join requests; plus the keyset position of the next page."""
-    rows = await members_store.memberships_of(db, user_did, limit=limit + 1, after_id=after_id)
+    rows = await app.communities.memberships_of(user_did, limit=limit + 1, after_id=after_id)
     out = []
     for row in rows[:limit]:
         item = card(row) | {"role": role_of(row["admin_rank"])}
@@ -52,20 +47,19 @@ async def my_communities(db: Database, user_did: str, *, limit: int,
     return out, more
 
 
-async def my_requests(db: Database, user_did: str) -> list[dict[str, Any]]:
+async def my_requests(app: "Application", user_did: str) -> list[dict[str, Any]]:
     """Communities the user asked to join (role "pending")."""
     return [card(r) | {"role": "pending", "pending_count": None}
-            for r in await members_store.requests_of(db, user_did)]
+            for r in await app.communities.requests_of(user_did)]
 
 
-async def member_profile(db: Database, community_did: str, member_did: str) -> dict[str, Any] | None:
+async def member_profile(app: "Application", community_did: str, member_did: str) -> dict[str, Any] | None:
     """A member's name for a confirmation ("Make <name> the primary admin?"), or None."""
-    member = await members_store.get_member(db, community_did, member_did)
-    if member is None:
+    if not (await app.communities.membership(community_did, member_did)).is_member:
         return None
-    profile = await members_store.get_profile(db, member_did)
+    profile = (await app.communities.profiles([member_did])).get(member_did)
     handle = profile["handle"] if profile else None
-    name = (profile["display_name"] if profile else None) or handle or member_did
+    name = (profile["displayName"] if profile else None) or handle or member_did
     return {"did": member_did, "handle": handle, "name": name}
 
 
@@ -123,54 +117,26 @@ _FIELD_WORDS = {"display_name": "the name", "description": "the description", "t
                 "avatar": "the avatar", "banner": "the banner"}
 
 
-async def audit_page(db: Database, community_did: str, *, actions: tuple[str, ...] | None, denied: bool,
-                     person: str | None, since: str | None, until: str | None, before_id: int | None,
-                     limit: int) -> list[Row]:
-    """A page of the history, newest first (keyset on `id`): of some `actions`, refusals
-    only (`denied`) or none of them, by or about `person`, from `since` up to `until`."""
-    where = ["community_did = ?"]
-    params: list[Any] = [community_did]
-    where.append("json_extract(metadata, '$.outcome') IS " + ("'denied'" if denied else "NULL"))
-    if actions:
-        where.append(f"action IN ({', '.join('?' * len(actions))})")
-        params.extend(actions)
-    if person:
-        where.append("(actor_did = ? OR target_did = ?)")
-        params.extend([person, person])
-    if since:
-        where.append("created_at >= ?")
-        params.append(since)
-    if until:
-        where.append("created_at < ?")
-        params.append(until)
-    if before_id is not None:
-        where.append("id < ?")
-        params.append(before_id)
-    params.append(limit)
-    return await db.fetchall(
-        f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", params)
-
-
-async def did_of_person(db: Database, text: str) -> str | None:
+async def did_of_person(app: "Application", text: str) -> str | None:
     """A person named in a filter: a DID as it is, a handle through the profile cache."""
     text = text.strip().lstrip("@")
     if is_did(text):
         return text
-    return await db.fetchval("SELECT did FROM user_profiles WHERE handle = ? LIMIT 1", (text.lower(),))
+    return await app.communities.person_did(text)
 
 
-async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def audit_entries(app: "Application", entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Audit entries (`views.audit_json` shapes) as sentences: people by handle where the
     profile cache knows them, apps by name, roles, pictures and ban ends named."""
     from plugins.web.dates import when
     from store import apps as apps_store
 
-    known = await members_store.profiles(db, [d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
+    known = await app.communities.profiles([d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
     app_ids = {e["appId"] for e in entries if e["appId"]} | {
         e["metadata"].get("appId") for e in entries if isinstance(e["metadata"].get("appId"), str)}
     apps = {}
     for app_id in app_ids:
-        row = await apps_store.get_app(db, app_id)
+        row = await apps_store.get_app(app.db, app_id)
         apps[app_id] = row["name"] if row is not None else app_id
 
     def name(did: str | None) -> str | None:
@@ -212,22 +178,21 @@ async def audit_entries(db: Database, entries: list[dict[str, Any]]) -> list[dic
     return out
 
 
-async def trusted_apps(db: Database, community: Row) -> list[dict[str, Any]]:
+async def trusted_apps(app: "Application", community: "Row") -> list[dict[str, Any]]:
     """The apps a community trusts: the one that created it (always, for management) and
     those its admins allowed, with their name and domain."""
     from store import apps as apps_store
-    from store import communities as communities_store
 
     creator = community["creator_app_id"]
     entries: list[tuple[str, Row | None]] = [(creator, None)] if creator else []
-    entries += [(r["app_id"], r) for r in await communities_store.list_allowed_apps(db, community["did"])
+    entries += [(r["app_id"], r) for r in await app.communities.allowed_apps(community["did"])
                 if r["app_id"] != creator]
     out = []
     for app_id, granted in entries:
-        app = await apps_store.get_app(db, app_id)
-        out.append({"id": app_id, "name": app["name"] if app else app_id,
-                    "domain": app["domain"] if app else None,
-                    "active": bool(app and app["active"]), "creator": granted is None,
+        found = await apps_store.get_app(app.db, app_id)
+        out.append({"id": app_id, "name": found["name"] if found else app_id,
+                    "domain": found["domain"] if found else None,
+                    "active": bool(found and found["active"]), "creator": granted is None,
                     "manage": granted is None or bool(granted["manage"]),
                     "since": granted["allowed_at"] if granted is not None else community["created_at"]})
     return out

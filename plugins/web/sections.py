@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from daemon.plugin import ApiError
-from daemon.plugin import MemberStatus, member_status
+from daemon.plugin import MemberStatus
 
 ADMIN = "admin"        # admins only (the profile, pictures, roles, trusted apps, danger zone)
 PRIMARY = "primary"    # the primary admin only (delete, hand over)
@@ -86,7 +86,7 @@ async def require(handler: Any, row: Any, *needs: str, doing: str) -> MemberStat
     """The signed-in person's status in the community, if it holds one of `needs`;
     otherwise the 403 page naming them."""
     assert handler.principal is not None
-    status = await member_status(handler.app.db, row["did"], handler.principal.did)
+    status = await handler.communities.membership(row["did"], handler.principal.did)
     if not any(holds(status, n) for n in needs):
         raise forbidden(needs, doing)
     return status

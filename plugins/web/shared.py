@@ -7,7 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from daemon.plugin import ApiError
-from daemon.plugin import Actor, require_community
+from daemon.plugin import Actor
 from plugins.web import queries
 from plugins.web.base import PageHandler
 
@@ -48,8 +48,7 @@ IDENT = r"([A-Za-z0-9._:%-]{1,253})"
 
 async def person_name(handler: PageHandler, did: str) -> str:
     """How a page names a person: their handle from the profile cache, else their DID."""
-    from store import members as members_store
-    profile = await members_store.get_profile(handler.app.db, did)
+    profile = (await handler.communities.profiles([did])).get(did)
     return (profile["handle"] if profile is not None and profile["handle"] else None) or did
 
 
@@ -76,9 +75,7 @@ async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
         if handler.get_query_argument("done", "") == "role_deleted":
             import json
 
-            from store import audit as audit_store
-            latest = await audit_store.list_entries(handler.app.db, row["did"], limit=1, before_id=None,
-                                                    action="role.deleted")
+            latest = await handler.communities.audit_rows(row["did"], limit=1, actions=("role.deleted",))
             known = {json.loads(latest[0]["metadata"] or "{}").get("role")} if latest else set()
         role = role if role in known else "that role"
     until = ""
@@ -101,10 +98,10 @@ def community_path(row: Any) -> str:
 
 async def community_row(handler: PageHandler, ident: str) -> Any:
     """The community of `/c/<ident>` as the JSON routes would see it (404 page if none)."""
-    did = await queries.community_did_of(handler.app.db, ident)
+    did = await queries.community_did_of(handler.app, ident)
     if did is None:
         raise ApiError(404, "community_not_found", f"No community {ident} here.")
-    return await require_community(handler.app, did, handler.principal)
+    return await handler.communities.visible_row(did, getattr(handler.principal, "app_id", None))
 
 
 def signed_in_actor(handler: PageHandler) -> Actor:

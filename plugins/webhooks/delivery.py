@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import Event, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.runtime.events import managers_only
-from daemon.plugin import event_audience, event_data_for
+from daemon.plugin import event_data_for
+from daemon.runtime.events import decide_audience
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
-from store import webhooks as store
+from plugins.webhooks import store as store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -79,11 +79,10 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     if not candidates:
         return
     # Who may hear of it, and who of them may see the people it names, was decided when
-    # the event was recorded (`event_audience`, the decision the events stream reads back).
+    # the event was recorded (`decide_audience`, the decision the events stream reads back).
     audience = event.audience
     if audience is None:
-        audience = await event_audience(tx, event.community_did, event.app_id, event.type,
-                                        managers_only=managers_only(app, event.type))
+        audience = await decide_audience(app, tx, event.community_did, event.app_id, event.type)
     chosen = [(row["id"], event.id, not audience.shows_people_to(row["app_id"]))
               for row in candidates if audience.admits(row["app_id"])]
     if not chosen:

@@ -8,7 +8,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from store import webhooks as store
+from plugins.webhooks import store as store
 
 
 class WebhookMetrics:

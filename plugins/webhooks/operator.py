@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from daemon.plugin import add_json_flag, fail, print_rows
-from store import webhooks as store
+from plugins.webhooks import store as store
 
 
 def _add(parser: argparse.ArgumentParser) -> None:

@@ -14,12 +14,11 @@ import json
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, Row, Transaction, is_did, iso, validate
+from daemon.plugin import ApiError, CommunitiesService, Row, Transaction, is_did, iso, validate
 from daemon.security.netguard import TargetRefused
-from daemon.plugin import app_can_see
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
-from store import webhooks as store
+from plugins.webhooks import store as store
 
 if TYPE_CHECKING:
     from daemon.plugin import Application
@@ -123,8 +122,11 @@ async def _owned_tx(tx: Transaction, app_id: str, webhook_id: str) -> Row:
     return row
 
 
-async def _check_community_tx(tx: Transaction, app_id: str, did: str | None) -> None:
-    if did is not None and not await app_can_see(tx, did, app_id):
+async def _check_community_tx(app: "Application", tx: Transaction, app_id: str, did: str | None) -> None:
+    if did is None:
+        return
+    communities = app.service(CommunitiesService)
+    if communities is None or not await communities.app_may_see(did, app_id, tx=tx):
         raise ApiError(404, "community_not_found", f"No community {did} here.")
 
 
@@ -156,7 +158,7 @@ async def create(app: "Application", app_id: str, *, url: str, events: list[str]
     webhook_id, secret, now = new_webhook_id(), signing.new_secret(), app.clock.iso_now()
     config = dispatcher(app).config
     async with app.db.transaction("webhooks.create") as tx:
-        await _check_community_tx(tx, app_id, community_did)
+        await _check_community_tx(app, tx, app_id, community_did)
         if await store.count_for_app_tx(tx, app_id) >= config.max_webhooks_per_app:
             raise ApiError(409, "too_many_webhooks",
                            f"An app may have at most {config.max_webhooks_per_app} webhooks.")
@@ -186,7 +188,7 @@ async def update(app: "Application", app_id: str, webhook_id: str, *, url: str |
         if concurrency is not None:
             fields["concurrency"] = concurrency
         if community_did is not _UNCHANGED:
-            await _check_community_tx(tx, app_id, community_did)
+            await _check_community_tx(app, tx, app_id, community_did)
             fields["community_did"] = community_did
         if active is True and not row["active"]:
             fields.update(active=1, disabled_reason=None, disabled_at=None, failed_streak=0)

@@ -1,9 +1,18 @@
-"""The local index of community records written through the service."""
+"""The records plugin's tables (migrations/*.sql next to this file): the local index of
+community records written through the service, each community's collection allowlist, and
+who may create, update and delete records in each collection. Only this plugin runs SQL on
+them (docs/plugins.md, "Storage")."""
 
 from __future__ import annotations
 
-from store.db import Database, Reader, Row, Transaction
+from typing import Any, Iterable
 
+from daemon.plugin import Reader, Row, Transaction
+
+
+# ==================================================================
+# The local index of community records written through the service.
+# ==================================================================
 
 async def get_record(db: Reader, community_did: str, collection: str, rkey: str) -> Row | None:
     return await db.fetchone(
@@ -36,7 +45,7 @@ async def delete_record_tx(tx: Transaction, record_id: int) -> None:
     await tx.execute("DELETE FROM records WHERE id = ?", (record_id,))
 
 
-async def list_records(db: Database, community_did: str, collection: str, limit: int,
+async def list_records(db: Reader, community_did: str, collection: str, limit: int,
                        before_id: int | None, author_did: str | None = None) -> list[Row]:
     """Newest first."""
     sql = "SELECT * FROM records WHERE community_did = ? AND collection = ?"
@@ -55,7 +64,7 @@ async def list_records(db: Database, community_did: str, collection: str, limit:
 # ------------------------------------------------------------------ a community's allowed collections
 
 
-async def collection_settings(db: Database, community_did: str) -> Row | None:
+async def collection_settings(db: Reader, community_did: str) -> Row | None:
     """The community's allowlist row (None: it has not set one)."""
     return await db.fetchone("SELECT * FROM record_collection_settings WHERE community_did = ?",
                              (community_did,))
@@ -73,3 +82,28 @@ async def set_collection_settings_tx(tx: Transaction, community_did: str, *, all
         "allowed_collections = excluded.allowed_collections, updated_at = excluded.updated_at, "
         "updated_by = excluded.updated_by, app_id = excluded.app_id",
         (community_did, allowed_json, now, updated_by, app_id))
+
+
+# ==================================================================
+# Who may create, update and delete records in each collection of a community (the
+# ==================================================================
+
+async def rule(reader: Any, community_did: str, collection: str) -> Row | None:
+    """The collection's row (None: the defaults). One primary-key lookup."""
+    return await reader.fetchone(
+        "SELECT create_rule, update_rule, delete_rule FROM record_permissions "
+        "WHERE community_did = ? AND collection = ?", (community_did, collection))
+
+
+async def all_rules(reader: Any, community_did: str) -> list[Row]:
+    return await reader.fetchall(
+        "SELECT * FROM record_permissions WHERE community_did = ? ORDER BY collection", (community_did,))
+
+
+async def replace_tx(tx: Transaction, community_did: str,
+                     rules: Iterable[tuple[str, str, str, str]]) -> None:
+    """Make exactly `rules` [(collection, create, update, delete)] the community's rules."""
+    await tx.execute("DELETE FROM record_permissions WHERE community_did = ?", (community_did,))
+    await tx.executemany(
+        "INSERT INTO record_permissions (community_did, collection, create_rule, update_rule, delete_rule) "
+        "VALUES (?, ?, ?, ?, ?)", [(community_did, *r) for r in rules])

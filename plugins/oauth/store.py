@@ -5,7 +5,7 @@ sees a plaintext token."""
 
 from __future__ import annotations
 
-from store.db import Reader, Row, Transaction
+from daemon.plugin import Reader, Row, Transaction
 
 # ------------------------------------------------------------------ flows
 

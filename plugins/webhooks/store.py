@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from store.db import Database, Reader, Row, Transaction
+from daemon.plugin import Reader, Row, Transaction
 
 # ------------------------------------------------------------------ webhooks
 
@@ -39,7 +39,7 @@ async def get_webhook(db: Reader, webhook_id: str) -> Row | None:
     return await db.fetchone(f"SELECT {_WEBHOOK_COLUMNS} FROM webhooks w WHERE w.id = ?", (webhook_id,))
 
 
-async def list_webhooks(db: Database, app_id: str, limit: int,
+async def list_webhooks(db: Reader, app_id: str, limit: int,
                         after: tuple[str, str] | None) -> list[Row]:
     if after is None:
         return await db.fetchall(
@@ -106,7 +106,7 @@ async def redeliver_tx(tx: Transaction, delivery: Row, next_attempt_at: float, n
 # ------------------------------------------------------------------ the delivery loop
 
 
-async def pending_heads(db: Database) -> list[Row]:
+async def pending_heads(db: Reader) -> list[Row]:
     """For every active webhook (of an active app) with pending deliveries: the oldest
     one's due time."""
     return await db.fetchall(
@@ -215,7 +215,7 @@ async def get_delivery(db: Reader, webhook_id: str, delivery_id: int) -> Row | N
         "WHERE d.webhook_id = ? AND d.id = ?", (webhook_id, delivery_id))
 
 
-async def list_deliveries(db: Database, webhook_id: str, limit: int, before_id: int | None,
+async def list_deliveries(db: Reader, webhook_id: str, limit: int, before_id: int | None,
                           status: str | None = None) -> list[Row]:
     """Newest first."""
     sql = (f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id "
@@ -232,14 +232,14 @@ async def list_deliveries(db: Database, webhook_id: str, limit: int, before_id: 
     return await db.fetchall(sql, params)
 
 
-async def delivery_counts(db: Database, webhook_id: str) -> dict[str, int]:
+async def delivery_counts(db: Reader, webhook_id: str) -> dict[str, int]:
     rows = await db.fetchall(
         "SELECT status, COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ? GROUP BY status",
         (webhook_id,))
     return {r["status"]: r["n"] for r in rows}
 
 
-async def queue_stats(db: Database) -> tuple[int, str | None]:
+async def queue_stats(db: Reader) -> tuple[int, str | None]:
     """(pending deliveries, the oldest pending one's created_at) for the metrics."""
     row = await db.fetchone(
         "SELECT q.depth, (SELECT created_at FROM webhook_deliveries WHERE id = q.head) AS oldest FROM "
@@ -247,7 +247,7 @@ async def queue_stats(db: Database) -> tuple[int, str | None]:
     return (int(row["depth"]), row["oldest"]) if row else (0, None)
 
 
-async def all_webhooks(db: Database, app_id: str | None) -> list[Row]:
+async def all_webhooks(db: Reader, app_id: str | None) -> list[Row]:
     """Every webhook (of one app), oldest first, with its pending deliveries (operator listing)."""
     where, params = ("WHERE w.app_id = ?", (app_id,)) if app_id else ("", ())
     return await db.fetchall(
