@@ -23,6 +23,7 @@ from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
 from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
+from daemon.http import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
 from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter
@@ -447,7 +448,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
-                               *proofs.routes()]
+                               *proofs.routes(), *xrpc.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]

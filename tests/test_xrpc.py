@@ -1,0 +1,208 @@
+"""XRPC methods at /xrpc/<nsid> (docs/xrpc.md), called with the user's service-auth token
+from the devnet PDS (com.atproto.server.getServiceAuth), as the PDS sends it when it
+forwards an `atproto-proxy` call (tests/test_xrpc_proxy.py does that for real)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from daemon.atproto.lexicons import LexiconError, Lexicons
+from daemon.http.xrpc import lexicons, methods
+from daemon.runtime.clock import FakeClock
+from tests.conftest import REPO
+from tests.fixtures_communities import Api, devnet_module_fixtures
+
+config_overrides, extra_plugins = devnet_module_fixtures()
+NS = "community.commonroom"
+SERVICE_DID = "did:web:localhost%3A8080"  # config.yaml's base_url, http://127.0.0.1:8080
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(start=time.time())  # tokens carry the PDS's real time
+
+
+def token(devnet: Any, person: dict[str, str], lxm: str, aud: str = SERVICE_DID) -> str:
+    got = devnet.xrpc("com.atproto.server.getServiceAuth", params={"aud": aud, "lxm": lxm},
+                      token=person["accessJwt"])
+    return got["token"]
+
+
+class Xrpc:
+    """Calls /xrpc as one person, a fresh token for each call; checks every answer against
+    the method's lexicon (the service checks it too: a mismatch would be a 500)."""
+
+    def __init__(self, app: Any, client: Any, devnet: Any, person: dict[str, str]) -> None:
+        self.app, self.client, self.devnet, self.person = app, client, devnet, person
+        self.lex: Lexicons = lexicons(app)
+
+    async def __call__(self, name: str, lxm: str | None = None, aud: str = SERVICE_DID, **values: Any) -> Any:
+        nsid = f"{NS}.{name}"
+        jwt = await asyncio.to_thread(token, self.devnet, self.person, lxm or nsid, aud)
+        headers = {"Authorization": f"Bearer {jwt}"}
+        method = methods(self.app).get(nsid)
+        if method is not None and method.kind == "procedure":
+            try:
+                self.lex.validate_input(nsid, values)
+            except LexiconError:
+                pass  # the bad input tests send on purpose
+            resp = await self.client.post(f"/xrpc/{nsid}", json=values, headers=headers)
+        else:
+            resp = await self.client.get(f"/xrpc/{nsid}", params=values, headers=headers)
+        if resp.status == 200:
+            self.lex.validate_output(nsid, resp.json())
+        else:
+            assert set(resp.json()) == {"error", "message"}, resp.text  # XRPC's error shape
+        return resp
+
+
+@pytest.mark.pds
+async def test_a_person_joins_and_reads_as_themselves(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Open club"))["did"]
+    as_bob = Xrpc(app, client, devnet, bob)
+
+    joined = await as_bob("membership.join", community=community)
+    assert joined.status == 200, joined.text
+    assert joined.json() == {**joined.json(), "status": "joined", "communityDid": community, "memberDid": bob["did"]}
+    # the same membership through /api/v1, and the audit names a proven actor
+    assert (await api.check(community, bob["did"]))["isMember"] is True
+    entries = await api.audit(community, alice["did"])
+    joined_entry = next(e for e in entries if e["action"] == "member.joined" and e["targetDid"] == bob["did"])
+    assert joined_entry["actorProven"] is True and joined_entry["appId"] is None
+
+    check = await as_bob("membership.check", community=community)
+    assert check.status == 200 and check.json()["isMember"] is True
+    details = await as_bob("community.get", community=community)
+    assert details.status == 200 and details.json()["membership"]["isMember"] is True
+    mine = await as_bob("membership.listMine")
+    assert [m["communityDid"] for m in mine.json()["memberships"]] == [community]
+    listed = await as_bob("community.list", limit=5)
+    assert any(c["did"] == community and c["isMember"] for c in listed.json()["communities"])
+    members = await as_bob("membership.listMembers", community=community)
+    assert {m["did"] for m in members.json()["members"]} == {alice["did"], bob["did"]}
+    assert (await as_bob("community.getSettings", community=community)).json()["communityDid"] == community
+    assert (await as_bob("role.list", community=community)).status == 200
+    assert (await as_bob("record.getSettings", community=community)).status == 200
+
+    left = await as_bob("membership.leave", community=community)
+    assert left.status == 200 and left.json()["status"] == "left"
+    assert (await api.check(community, bob["did"]))["isMember"] is False
+
+
+@pytest.mark.pds
+async def test_an_admin_acts_through_xrpc(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    community = (await api.create(alice, "Careful club", type="admin-approved"))["did"]
+    as_alice, as_bob = Xrpc(app, client, devnet, alice), Xrpc(app, client, devnet, bob)
+
+    assert (await as_bob("membership.join", community=community)).json()["status"] == "pending"
+    pending = await as_alice("membership.listPending", community=community)
+    assert [p["did"] for p in pending.json()["pendingMembers"]] == [bob["did"]]
+    # bob is no admin: his own token does not make him one
+    refused = await as_bob("membership.approve", community=community, memberDid=bob["did"])
+    assert refused.status == 403, refused.text
+    approved = await as_alice("membership.approve", community=community, memberDid=bob["did"])
+    assert approved.status == 200 and approved.json()["status"] == "joined"
+    assert (await as_alice("admin.promote", community=community, memberDid=bob["did"])).status == 200
+    assert (await as_alice("admin.demote", community=community, memberDid=bob["did"])).status == 200
+    invite = await as_alice("invite.create", community=community, maxUses=2)
+    assert invite.status == 200, invite.text
+    listed = await as_alice("invite.list", community=community)
+    assert [i["id"] for i in listed.json()["invites"]] == [invite.json()["id"]]
+    assert (await as_alice("invite.revoke", community=community, code=invite.json()["id"])).status == 200
+    banned = await as_alice("membership.ban", community=community, memberDid=carol["did"], reason="spam")
+    assert banned.status == 200 and banned.json()["status"] == "banned"
+    assert [b["memberDid"] for b in (await as_alice("membership.listBans", community=community)).json()["bans"]] \
+        == [carol["did"]]
+    assert (await as_alice("membership.unban", community=community, memberDid=carol["did"])).status == 200
+    settings = await as_alice("community.updateSettings", community=community, requireUserProof=True)
+    assert settings.status == 200 and settings.json()["requireUserProof"] is True
+    audit = await as_alice("community.readAuditLog", community=community)
+    assert audit.status == 200
+    actions = {e["action"] for e in audit.json()["entries"]}
+    assert {"member.requested", "member.approved", "admin.promoted", "member.banned"} <= actions
+    assert (await as_alice("membership.remove", community=community, memberDid=bob["did"])).status == 200
+
+
+@pytest.mark.pds
+async def test_bad_calls_get_xrpc_errors(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Picky club"))["did"]
+    as_bob = Xrpc(app, client, devnet, bob)
+
+    wrong_method = await as_bob("membership.join", lxm=f"{NS}.membership.leave", community=community)
+    assert (wrong_method.status, wrong_method.json()["error"]) == (401, "proof_wrong_method")
+    wrong_aud = await as_bob("membership.join", aud="did:web:elsewhere.example", community=community)
+    assert (wrong_aud.status, wrong_aud.json()["error"]) == (401, "proof_wrong_audience")
+    # the service entry as audience is this service too
+    assert (await as_bob("membership.check", aud=f"{SERVICE_DID}#commonroom", community=community)).status == 200
+    for_another = await as_bob("membership.join", community=community, userDid=alice["did"])
+    assert (for_another.status, for_another.json()["error"]) == (401, "proof_wrong_user")
+    assert (await api.check(community, bob["did"]))["isMember"] is False
+
+    unknown = await client.post(f"/xrpc/{NS}.membership.teleport", json={})
+    assert unknown.status == 501 and unknown.json() == {"error": "MethodNotImplemented",
+                                                        "message": unknown.json()["message"]}
+    no_token = await client.post(f"/xrpc/{NS}.membership.join", json={"community": community})
+    assert (no_token.status, no_token.json()["error"]) == (401, "AuthRequired")
+
+    bad_did = await as_bob("membership.join", community="not a did")
+    assert (bad_did.status, bad_did.json()["error"]) == (400, "InvalidRequest")
+    assert "community" in bad_did.json()["message"]
+    extra = await as_bob("membership.join", community=community, shoeSize=42)
+    assert extra.status == 400 and "shoeSize" in extra.json()["message"]
+    missing = await as_bob("membership.leave")
+    assert missing.status == 400 and "community: is required" in missing.json()["message"]
+    bad_limit = await as_bob("community.list", limit=1000)
+    assert bad_limit.status == 400 and "limit" in bad_limit.json()["message"]
+    as_get = await client.get(f"/xrpc/{NS}.membership.join")
+    assert (as_get.status, as_get.json()["error"]) == (400, "InvalidRequest")
+    # a refusal of the route itself keeps its status and code
+    unknown_community = await as_bob("membership.join", community="did:plc:aaaaaaaaaaaaaaaaaaaaaaaa")
+    assert (unknown_community.status, unknown_community.json()["error"]) == (404, "community_not_found")
+
+
+@pytest.mark.pds
+async def test_a_token_proves_one_call(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Once club"))["did"]
+    jwt = token(devnet, bob, f"{NS}.membership.check")
+    headers = {"Authorization": f"Bearer {jwt}"}
+    first = await client.get(f"/xrpc/{NS}.membership.check", params={"community": community}, headers=headers)
+    assert first.status == 200
+    again = await client.get(f"/xrpc/{NS}.membership.check", params={"community": community}, headers=headers)
+    assert (again.status, again.json()["error"]) == (401, "proof_replayed")
+
+
+async def test_every_method_has_a_current_lexicon_the_sdk_parses(app: Any) -> None:
+    from atproto_lexicon.parser import lexicon_parse_file
+
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("xrpc_lexicons_script", REPO / "scripts" / "xrpc_lexicons.py")
+    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(script)  # type: ignore[union-attr]
+    stale = [str(p.relative_to(REPO)) for p, text in script.wanted(app).items()
+             if not p.exists() or p.read_text() != text]
+    assert stale == [], "run scripts/xrpc_lexicons.py"
+    files = [*(REPO / "lexicons").glob("*.json"), *(REPO / "plugins").glob("*/lexicons/*.json"),
+             *(REPO / "examples").glob("*/*/lexicons/*.json")]
+    for path in files:
+        parsed = lexicon_parse_file(path)
+        assert parsed.id == json.loads(path.read_text())["id"] == path.stem
+    lex = lexicons(app)
+    for mid, method in methods(app).items():
+        main = lex.method(mid)
+        assert main is not None and main["type"] == method.kind, mid
+    # the service's methods: its reads and the method ids of docs/identity.md
+    assert {f"{NS}.community.get", f"{NS}.membership.join", f"{NS}.membership.listMine",
+            f"{NS}.reports.create"} <= set(methods(app))
