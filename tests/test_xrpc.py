@@ -108,7 +108,7 @@ async def test_an_admin_acts_through_xrpc(app: Any, client: Any, devnet: Any, pe
     assert [p["did"] for p in pending.json()["pendingMembers"]] == [bob["did"]]
     # bob is no admin: his own token does not make him one
     refused = await as_bob("membership.approve", community=community, memberDid=bob["did"])
-    assert refused.status == 403, refused.text
+    assert (refused.status, refused.json()["error"]) == (403, "not_admin"), refused.text
     approved = await as_alice("membership.approve", community=community, memberDid=bob["did"])
     assert approved.status == 200 and approved.json()["status"] == "joined"
     assert (await as_alice("admin.promote", community=community, memberDid=bob["did"])).status == 200

@@ -46,8 +46,7 @@ import tornado.web
 from daemon.atproto.lexicons import LexiconError, Lexicons
 from daemon.atproto.proofs import UserMethod
 from daemon.http.base import ApiError, BaseHandler, Principal, encode_json
-from daemon.http.openapi import (PAGE_PARAMS, Operation, Response, declared, implemented_methods, obj,
-                                 operation, path_templates)
+from daemon.http.openapi import Operation, declared, implemented_methods, path_templates
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -223,30 +222,17 @@ class _Capture(tornado.httputil.HTTPConnection):
         self.finish()
 
 
-XRPC_ANSWER = obj({}, description="The method's output (its lexicon's output schema)")
-XRPC_ERROR = {"error": "XRPC error: {error, message}"}
-
-
 class XrpcHandler(BaseHandler):
     """``GET``/``POST /xrpc/<nsid>``: one of the methods, as the user a service-auth token
-    proves (the module docstring)."""
+    proves (the module docstring). Left out of the OpenAPI document: each method is
+    described by its lexicon instead."""
 
-    auth = None  # the service-auth token is the credential, checked in `_call`
+    auth = None  # the service-auth token is the credential, checked in `_user`
+    described_by_lexicons = True
 
-    @operation("Call an XRPC method (a query) as the user the service-auth token names",
-               description="Parameters as the method's lexicon declares them (docs/xrpc.md). "
-                           "Authorization: Bearer <service-auth JWT>, usually added by the user's PDS "
-                           "(atproto-proxy).",
-               responses={200: XRPC_ANSWER},
-               errors={401: "AuthRequired, proof_*", 501: "MethodNotImplemented"})
     async def get(self, nsid: str) -> None:
         await self._call(nsid, "query")
 
-    @operation("Call an XRPC method (a procedure) as the user the service-auth token names",
-               body=obj({}), body_required=False,
-               description="A JSON input as the method's lexicon declares it (docs/xrpc.md).",
-               responses={200: XRPC_ANSWER},
-               errors={401: "AuthRequired, proof_*", 501: "MethodNotImplemented"})
     async def post(self, nsid: str) -> None:
         await self._call(nsid, "procedure")
 
@@ -400,6 +386,3 @@ def _query_text(value: Any) -> str:
 def routes() -> list[tuple]:
     return [(r"/xrpc/([A-Za-z0-9.-]{1,317})", XrpcHandler)]
 
-
-__all__ = ["XrpcHandler", "XrpcMethod", "build_methods", "lexicons", "methods", "routes",
-           "PAGE_PARAMS", "Response"]
