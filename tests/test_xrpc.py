@@ -133,6 +133,33 @@ async def test_an_admin_acts_through_xrpc(app: Any, client: Any, devnet: Any, pe
 
 
 @pytest.mark.pds
+async def test_a_plugins_method_keeps_its_own_authority(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    # the example noticeboard plugin (installed for the tests): its lexicon names only
+    # authorDid and text; the community (a path field) and the author (the token's issuer)
+    # are taken all the same
+    assert "com.example.noticeboard.post" in methods(app)
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Notice club"))["did"]
+    assert (await api.join(community, bob["did"])).status == 201
+    as_bob = Xrpc(app, client, devnet, bob)
+    nsid = "com.example.noticeboard.post"
+    jwt = await asyncio.to_thread(token, devnet, bob, nsid)
+    posted = await client.post(f"/xrpc/{nsid}", json={"community": community, "text": "Bake sale on Sunday"},
+                               headers={"Authorization": f"Bearer {jwt}"})
+    assert posted.status == 200, posted.text
+    assert posted.json()["notice"]["authorDid"] == bob["did"]
+    listed = await api.get(api.path(community, "/notices"))
+    assert [n["text"] for n in listed.json()["notices"]] == ["Bake sale on Sunday"]
+    # the plugin's lexicon still checks what it declares
+    jwt = await asyncio.to_thread(token, devnet, bob, nsid)
+    too_long = await client.post(f"/xrpc/{nsid}", json={"community": community, "text": "x" * 5001},
+                                 headers={"Authorization": f"Bearer {jwt}"})
+    assert too_long.status == 400 and "text" in too_long.json()["message"]
+    assert (await as_bob("membership.check", community=community)).json()["isMember"] is True
+
+
+@pytest.mark.pds
 async def test_bad_calls_get_xrpc_errors(app: Any, client: Any, devnet: Any, people: Any) -> None:
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")

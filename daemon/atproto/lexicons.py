@@ -159,6 +159,14 @@ class Lexicons:
         main = doc["defs"].get("main") if doc else None
         return main if isinstance(main, dict) and main.get("type") in ("query", "procedure") else None
 
+    def declared(self, nsid: str, part: str) -> set[str]:
+        """The property names a method's ``parameters`` or ``input`` schema declares."""
+        main = self.method(nsid) or {}
+        schema = main.get(part) or {}
+        if part != "parameters":
+            schema = schema.get("schema") or {}
+        return set(schema.get("properties") or {})
+
     def parse_params(self, nsid: str, raw: dict[str, list[str]]) -> dict[str, Any]:
         """A method's query parameters (`raw`: each name's values, as the query string had
         them) typed by its ``parameters`` (``params``: boolean, integer, string, arrays of
@@ -212,7 +220,8 @@ class Lexicons:
 
     def validate_output(self, nsid: str, body: Any) -> None:
         """Raise :class:`LexiconError` unless `body` is valid output of the method `nsid`
-        (lenient, as readers are: properties added later are allowed)."""
+        (lenient, as readers are: properties added later are allowed; a lexicon that
+        declares no output schema allows any)."""
         self._method_body(nsid, "output", body, strict=False)
 
     def _method_body(self, nsid: str, part: str, body: Any, *, strict: bool) -> None:
@@ -222,7 +231,7 @@ class Lexicons:
         declared = main.get(part)
         ctx = _Ctx(nsid, strict, [])
         if declared is None or "schema" not in declared:
-            if body not in (None, {}):
+            if part == "input" and body not in (None, {}):
                 ctx.fail("", f"this method takes no {part}")
         else:
             self._value(declared["schema"], body, "", ctx)

@@ -257,20 +257,33 @@ class XrpcHandler(BaseHandler):
         if lex.method(nsid) is None:
             raise xrpc_error(501, "MethodNotImplemented", f"{nsid} has no lexicon here.")
         user = await self._user(nsid)
+        # Path fields and the user field a plugin's lexicon leaves out are still taken: the
+        # route checks them (and the user field is the token's issuer).
+        path_fields = {f for r in method.routes for f in r.fields} | {method.user_field} - {None}
         try:
             raw = {k: [v.decode("utf-8") for v in vs] for k, vs in self.request.query_arguments.items()}
-            values = lex.parse_params(nsid, raw)
-            if kind == "procedure":
+            if kind == "query":
+                self._act_as(method, user, raw, text=True)
+                undeclared = {k: v[-1] for k, v in raw.items() if k in path_fields
+                              and k not in lex.declared(nsid, "parameters")}
+                values = lex.parse_params(nsid, {k: v for k, v in raw.items() if k not in undeclared})
+                values.update(undeclared)
+            else:
+                values = lex.parse_params(nsid, raw)
                 body = self.json_body(required=False)
-                lex.validate_input(nsid, body)
+                self._act_as(method, user, body)
+                undeclared = {k: v for k, v in body.items() if k in path_fields
+                              and k not in lex.declared(nsid, "input")}
+                lex.validate_input(nsid, {k: v for k, v in body.items() if k not in undeclared})
                 values.update(body)
         except LexiconError as exc:
             raise invalid(exc) from None
         except UnicodeDecodeError:
             raise xrpc_error(400, "InvalidRequest", "A parameter is not UTF-8.") from None
-        except ApiError as exc:   # the body is not a JSON object (invalid_json, 415)
-            raise xrpc_error(exc.status, "InvalidRequest", exc.message) from None
-        self._act_as(method, user, values)
+        except ApiError as exc:
+            if exc.code.startswith("proof_"):
+                raise
+            raise xrpc_error(exc.status, "InvalidRequest", exc.message) from None  # not a JSON object; 415
         route = method.route_for(values)
         if route is None:
             missing = [f for f in method.routes[0].fields if f not in values]
@@ -319,16 +332,18 @@ class XrpcHandler(BaseHandler):
             raise
 
     @staticmethod
-    def _act_as(method: XrpcMethod, user: str, values: dict[str, Any]) -> None:
-        """The fields naming the acting user are the token's issuer (filled in where the
-        method's user field, or a read's ``userDid``, is left out); any other is 401."""
+    def _act_as(method: XrpcMethod, user: str, values: dict[str, Any], text: bool = False) -> None:
+        """The fields naming the acting user are the token's issuer (the method's user
+        field filled in where it is left out); one naming anybody else is 401. `text`:
+        `values` are query parameters (lists of strings)."""
         for name in ACTING_FIELDS | ({method.user_field} if method.user_field else set()):
-            if name in values and values[name] != user:
+            given = values.get(name)
+            if given is not None and given != ([user] if text else user):
                 raise ApiError(401, "proof_wrong_user",
-                               f"{name} names {str(values[name])[:200]!r}, but the token was issued by {user}: "
+                               f"{name} names {str(given)[:200]!r}, but the token was issued by {user}: "
                                "over XRPC a call acts only as the user whose PDS sent it.")
         if method.user_field:
-            values.setdefault(method.user_field, user)
+            values.setdefault(method.user_field, [user] if text else user)
 
     async def _run(self, route: Route, user: str, values: dict[str, Any]) -> tuple[int, Any, Any]:
         """Serve the call with the route's own handler, in-process; its (status, headers,
