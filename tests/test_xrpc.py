@@ -41,8 +41,9 @@ class Xrpc:
         self.app, self.client, self.devnet, self.person = app, client, devnet, person
         self.lex: Lexicons = lexicons(app)
 
-    async def __call__(self, name: str, lxm: str | None = None, aud: str = SERVICE_DID, **values: Any) -> Any:
-        nsid = f"{NS}.{name}"
+    async def __call__(self, method_name: str, /, lxm: str | None = None, aud: str = SERVICE_DID,
+                       **values: Any) -> Any:
+        nsid = method_name if method_name.startswith(("com.", f"{NS}.reports.")) else f"{NS}.{method_name}"
         jwt = await asyncio.to_thread(token, self.devnet, self.person, lxm or nsid, aud)
         headers = {"Authorization": f"Bearer {jwt}"}
         method = methods(self.app).get(nsid)
@@ -196,6 +197,87 @@ async def test_bad_calls_get_xrpc_errors(app: Any, client: Any, devnet: Any, peo
     # a refusal of the route itself keeps its status and code
     unknown_community = await as_bob("membership.join", community="did:plc:aaaaaaaaaaaaaaaaaaaaaaaa")
     assert (unknown_community.status, unknown_community.json()["error"]) == (404, "community_not_found")
+
+
+@pytest.mark.pds
+async def test_every_method_answers_within_its_lexicon(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    """Each method once (the ones the tests above do not call), every input and output
+    checked against the lexicon by `Xrpc`; then: no method was left out."""
+    api = await Api.make(app, client)
+    other = await Api.make(app, client, owner="did:plc:otherowner")
+    alice, bob, carol, dave = people("alice"), people("bob"), people("carol"), people("dave")
+    as_alice, as_bob, as_carol, as_dave = (Xrpc(app, client, devnet, p) for p in (alice, bob, carol, dave))
+    ok: set[str] = set()
+
+    async def call(who: Xrpc, method_name: str, /, **values: Any) -> Any:
+        resp = await who(method_name, **values)
+        assert resp.status == 200, f"{method_name}: {resp.text}"
+        ok.add(method_name if method_name.startswith(("com.", f"{NS}.reports."))
+               else f"{NS}.{method_name}")
+        return resp.json()
+
+    made = await call(as_alice, "community.create", displayName="Made over XRPC")
+    c = made["community"]["did"]
+    await call(as_alice, "community.get", community=c)
+    await call(as_alice, "community.list")
+    await call(as_alice, "community.getSettings", community=c)
+    await call(as_alice, "community.updateSettings", community=c, listed=True)
+    await call(as_alice, "community.grantApp", community=c, appId=other.app_id, manage=False)
+    await call(as_alice, "community.revokeApp", community=c, appId=other.app_id)
+    for person in (as_bob, as_carol, as_dave):
+        await call(person, "membership.join", community=c)
+    await call(as_dave, "membership.leave", community=c)
+    await call(as_bob, "membership.check", community=c)
+    await call(as_bob, "membership.listMine")
+    await call(as_alice, "membership.listMembers", community=c)
+    await call(as_alice, "community.readAuditLog", community=c)
+    await call(as_alice, "role.list", community=c)
+    await call(as_alice, "role.create", community=c, name="greeter", capabilities=["members.approve"])
+    await call(as_alice, "role.update", community=c, name="greeter", description="Welcomes people")
+    await call(as_alice, "role.assign", community=c, memberDid=bob["did"], role="greeter")
+    await call(as_alice, "role.unassign", community=c, memberDid=bob["did"], name="greeter")
+    await call(as_alice, "role.delete", community=c, name="greeter")
+    await call(as_alice, "record.getSettings", community=c)
+    await call(as_alice, "record.updateSettings", community=c, allowedCollections=["com.example.*"])
+    created = await call(as_bob, "record.create", community=c, collection="com.example.xrpc",
+                         record={"$type": "com.example.xrpc", "text": "hello"})
+    rkey = created["uri"].rsplit("/", 1)[1]
+    await call(as_bob, "record.read", community=c, collection="com.example.xrpc")
+    await call(as_bob, "record.read", community=c, collection="com.example.xrpc", rkey=rkey)
+    await call(as_bob, "record.update", community=c, collection="com.example.xrpc", rkey=rkey,
+               record={"$type": "com.example.xrpc", "text": "hello again"})
+    await call(as_bob, "record.delete", community=c, collection="com.example.xrpc", rkey=rkey)
+    report = await call(as_carol, f"{NS}.reports.create", community=c, subject=bob["did"], reason="spam")
+    await call(as_carol, f"{NS}.reports.list", community=c)
+    await call(as_alice, f"{NS}.reports.review", community=c)
+    await call(as_alice, f"{NS}.reports.resolve", community=c, reportId=report["report"]["id"], action="dismiss")
+    notice = await as_bob.client.post(f"/api/v1/communities/{c}/notices", api_key=api.key,
+                                      json={"authorDid": bob["did"], "text": "Lost: one cat"},
+                                      headers={"Authorization": "Bearer " + await asyncio.to_thread(
+                                          token, devnet, bob, "com.example.noticeboard.post")})
+    assert notice.status == 201, notice.text
+    ok.add("com.example.noticeboard.post")  # called over XRPC in test_a_plugins_method_keeps_its_own_authority
+    await call(as_alice, "com.example.noticeboard.remove", community=c, noticeId=str(notice.json()["notice"]["id"]))
+    await call(as_alice, "invite.create", community=c)
+    await call(as_alice, "invite.list", community=c)
+    invite = (await as_alice("invite.list", community=c)).json()["invites"][0]
+    await call(as_alice, "invite.revoke", community=c, code=invite["id"])
+    await call(as_alice, "membership.ban", community=c, memberDid=dave["did"])
+    await call(as_alice, "membership.listBans", community=c)
+    await call(as_alice, "membership.unban", community=c, memberDid=dave["did"])
+    await call(as_alice, "admin.promote", community=c, memberDid=bob["did"])
+    await call(as_alice, "admin.demote", community=c, memberDid=bob["did"])
+    await call(as_alice, "membership.remove", community=c, memberDid=carol["did"])
+    await call(as_alice, "community.updateSettings", community=c, requireUserProof=False)
+    careful = (await api.create(alice, "Careful club", type="admin-approved"))["did"]
+    await call(as_dave, "membership.join", community=careful)
+    await call(as_alice, "membership.listPending", community=careful)
+    await call(as_alice, "membership.reject", community=careful, memberDid=dave["did"])
+    await call(as_bob, "membership.join", community=careful)
+    await call(as_alice, "membership.approve", community=careful, memberDid=bob["did"])
+    await call(as_alice, "admin.transfer", community=careful, newOwnerDid=bob["did"])
+    await call(as_alice, "community.delete", community=c)
+    assert set(methods(app)) - ok == set()
 
 
 @pytest.mark.pds

@@ -214,9 +214,17 @@ class Lexicons:
         return value
 
     def validate_input(self, nsid: str, body: Any) -> None:
-        """Raise :class:`LexiconError` unless `body` is valid input of the procedure `nsid`
-        (strict: a property the lexicon does not declare is refused)."""
-        self._method_body(nsid, "input", body, strict=True)
+        """Raise :class:`LexiconError` unless `body` is valid input of the procedure `nsid`:
+        a top-level property the lexicon does not declare is refused (a misspelt field would
+        otherwise be ignored); inside the declared ones, objects may hold more (a record's
+        value), as JSON schemas allow."""
+        self._method_body(nsid, "input", body, strict=False)
+        main = self.method(nsid) or {}
+        schema = (main.get("input") or {}).get("schema") or {}
+        if isinstance(body, dict) and schema.get("type") == "object":
+            extra = [(name, "is not in the lexicon") for name in body if name not in schema.get("properties", {})]
+            if extra:
+                raise LexiconError(nsid, extra)
 
     def validate_output(self, nsid: str, body: Any) -> None:
         """Raise :class:`LexiconError` unless `body` is valid output of the method `nsid`

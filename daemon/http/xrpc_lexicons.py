@@ -83,13 +83,32 @@ def method_lexicon(method: Any, namespace: str = SOURCE_NAMESPACE) -> dict[str, 
         if nullable:
             schema["nullable"] = nullable
         main["input"] = {"encoding": "application/json", "schema": schema}
-    answer = _answer(op)
-    if answer is not None:
-        converted, _ = _schema(answer, defs)
-        if converted.get("type") == "object":
-            main["output"] = {"encoding": "application/json", "schema": converted}
+    answers = [a for a in (_answer(r.operation) for r in routes) if a is not None]
+    outputs = [o for o in (_schema(a, defs)[0] for a in answers) if o.get("type") == "object"]
+    if outputs:
+        main["output"] = {"encoding": "application/json", "schema": _merged(outputs)}
     return {"lexicon": 1, "id": method.id.replace(namespace + ".", SOURCE_NAMESPACE + ".", 1)
             if not method.id.startswith(SOURCE_NAMESPACE + ".") else method.id, "defs": {"main": main, **defs}}
+
+
+def _merged(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """One output object for a method served by several routes (a record's read, or the
+    list of a collection's records): every route's properties, required where all require
+    them."""
+    if len(objects) == 1:
+        return objects[0]
+    out: dict[str, Any] = {"type": "object", "properties": {}}
+    for item in objects:
+        for name, prop in item.get("properties", {}).items():
+            out["properties"].setdefault(name, prop)
+    required = [n for n in objects[0].get("required", []) if all(n in o.get("required", []) for o in objects)]
+    nullable = sorted({n for o in objects for n in o.get("nullable", [])})
+    if required:
+        out["required"] = required
+    if nullable:
+        out["nullable"] = nullable
+    out["description"] = "One of the routes' answers (see the method's description)."
+    return out
 
 
 def _template(route: Any) -> str:
@@ -186,6 +205,8 @@ def _schema(schema: Any, defs: dict[str, Any] | None = None, hint: str = "item")
             defs[name] = item
             item = {"type": "ref", "ref": f"#{name}"}
         out = {"type": "array", "items": item}
+    elif kind == "object" and not schema.get("properties"):
+        out = {"type": "unknown"}   # any object (a record's value, metadata): lexicon's `unknown`
     elif kind == "object":
         props: dict[str, Any] = {}
         nullables: list[str] = []
