@@ -11,15 +11,27 @@ from typing import Any
 
 import pytest
 
+from commonroom_testing.app import deep_merge
 from daemon.atproto.lexicons import LexiconError, Lexicons
 from daemon.http.xrpc import lexicons, methods
 from daemon.runtime.clock import FakeClock
 from tests.conftest import REPO
 from tests.fixtures_communities import Api, devnet_module_fixtures
 
-config_overrides, extra_plugins = devnet_module_fixtures()
+_, extra_plugins = devnet_module_fixtures()
 NS = "community.commonroom"
 SERVICE_DID = "did:web:localhost%3A8080"  # config.yaml's base_url, http://127.0.0.1:8080
+
+
+@pytest.fixture
+def session_limit() -> int:
+    return 100000
+
+
+@pytest.fixture
+def config_overrides(communities_config: dict[str, Any], session_limit: int) -> dict[str, Any]:
+    return deep_merge(communities_config, {"rate_limits": {"session": {"requests": session_limit,
+                                                                       "window_seconds": 60}}})
 
 
 @pytest.fixture
@@ -278,6 +290,22 @@ async def test_every_method_answers_within_its_lexicon(app: Any, client: Any, de
     await call(as_alice, "admin.transfer", community=careful, newOwnerDid=bob["did"])
     await call(as_alice, "community.delete", community=c)
     assert set(methods(app)) - ok == set()
+
+
+@pytest.mark.pds
+@pytest.mark.parametrize("session_limit", [3])
+async def test_calls_are_rate_limited_per_user(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Busy club"))["did"]
+    as_alice, as_bob = Xrpc(app, client, devnet, alice), Xrpc(app, client, devnet, bob)
+    for _ in range(3):
+        assert (await as_bob("membership.check", community=community)).status == 200
+    limited = await as_bob("membership.check", community=community)
+    assert (limited.status, limited.json()["error"]) == (429, "rate_limited")
+    assert limited.headers["RateLimit-Limit"] == "3" and int(limited.headers["Retry-After"]) > 0
+    # another user's budget is their own
+    assert (await as_alice("membership.check", community=community)).status == 200
 
 
 @pytest.mark.pds

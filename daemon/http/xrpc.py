@@ -58,8 +58,8 @@ ACTING_FIELDS = frozenset({"userDid", "adminDid", "currentOwnerDid", "creatorDid
 #: The XRPC name of the path field holding the community's DID (``did`` on the routes).
 COMMUNITY = "community"
 #: The response headers of the route that the XRPC answer passes on.
-_PASSED_HEADERS = ("WWW-Authenticate", "Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-                   "X-RateLimit-Reset", "RateLimit", "RateLimit-Policy", "Cache-Control")
+_PASSED_HEADERS = ("WWW-Authenticate", "Retry-After", "RateLimit-Limit", "RateLimit-Remaining",
+                   "RateLimit-Reset")
 
 
 @dataclass(frozen=True)
@@ -289,15 +289,15 @@ class XrpcHandler(BaseHandler):
             missing = [f for f in method.routes[0].fields if f not in values]
             raise xrpc_error(400, "InvalidRequest", f"Input must include {', '.join(missing)}.")
         status, headers, answer = await self._run(route, user, values)
-        for name in _PASSED_HEADERS:
-            if name in headers:
-                self.set_header(name, headers[name])
+        passed = {name: headers[name] for name in _PASSED_HEADERS if name in headers}
         if status >= 300:
             code, message = "InternalServerError", "The method failed."
             if isinstance(answer, dict):
                 code = str(answer.get("error") or code)
                 message = str(answer.get("message") or message)
-            raise ApiError(status, code, message)
+            raise ApiError(status, code, message, headers=passed)   # an error answer keeps only these
+        for name, value in passed.items():
+            self.set_header(name, value)
         try:
             lex.validate_output(nsid, answer)
         except LexiconError as exc:
