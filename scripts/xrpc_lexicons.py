@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the lexicons of the XRPC methods (daemon/http/xrpc_lexicons.py) from the routes'
+"""Write the lexicons of the XRPC methods (daemon/atproto/xrpc_lexicons.py) from the routes'
 declarations: the service's into lexicons/, the reports plugin's into its own folder.
 
     .venv/bin/python scripts/xrpc_lexicons.py          # write
@@ -28,8 +28,8 @@ def folders() -> dict[str, Path]:
 
 def wanted(app: object) -> dict[Path, str]:
     """Each lexicon file the service's methods should have, with its text."""
-    from daemon.http.xrpc import methods
-    from daemon.http.xrpc_lexicons import method_lexicon
+    from daemon.atproto.xrpc import methods
+    from daemon.atproto.xrpc_lexicons import method_lexicon
     out: dict[Path, str] = {}
     for mid, method in methods(app).items():
         folder = next((f for prefix, f in folders().items() if mid.startswith(prefix)), None)

@@ -162,7 +162,7 @@ class Proofs:
 
     async def verify(self, token: str, *, user_did: str | None, lxm: str) -> str:
         """Check `token` (see the module docstring) and return its issuer. `user_did` None
-        (an XRPC call, daemon/http/xrpc.py): the issuer is whoever the token names, a DID."""
+        (an XRPC call, daemon/atproto/xrpc.py): the issuer is whoever the token names, a DID."""
         from atproto_server.auth.jwt import parse_jwt
         from atproto_server.exceptions import TokenDecodeError
 

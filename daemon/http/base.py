@@ -474,7 +474,7 @@ class RequestLogic:
                 raise self._too_large()
         proven = getattr(self.request, "xrpc_principal", None)
         if proven is not None and self.auth is not None:
-            # an /xrpc call, its user proven by their PDS's service-auth token (daemon/http/xrpc.py):
+            # an /xrpc call, its user proven by their PDS's service-auth token (daemon/atproto/xrpc.py):
             # no cookie, no CSRF token; rate limited per user as a browser session is
             self.principal = proven
         elif self.auth is not None:

@@ -23,7 +23,7 @@ from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
 from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
-from daemon.http import xrpc
+from daemon.atproto import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
 from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter

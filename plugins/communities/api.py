@@ -61,7 +61,7 @@ class ApiBase(CommunityRoute, BaseHandler):
 
 class CommunitiesHandler(ApiBase):
     user_methods = {"POST": UserMethod("community.create", "creatorDid", "Create a community")}
-    xrpc_reads = {"GET": "community.list"}   # an XRPC query too (daemon/http/xrpc.py)
+    xrpc_reads = {"GET": "community.list"}   # an XRPC query too (daemon/atproto/xrpc.py)
 
     @operation("Create a community (a new account on the PDS, or an adopted one)",
                body=obj({"creatorDid": DID, **S.CREATE_FIELDS}, ["creatorDid", "displayName"]),

@@ -31,7 +31,7 @@ class WebBase(BaseHandler):
 
 
 class MyMembershipsHandler(WebBase):
-    xrpc_reads = {"GET": "membership.listMine"}   # an XRPC query too (daemon/http/xrpc.py)
+    xrpc_reads = {"GET": "membership.listMine"}   # an XRPC query too (daemon/atproto/xrpc.py)
 
     @operation("Your memberships (and, on the first page, your pending requests)", paged=True,
                responses={200: S.MEMBERSHIPS})

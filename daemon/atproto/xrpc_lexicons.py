@@ -1,7 +1,7 @@
 """The lexicons of the XRPC methods (``lexicons/<ns>.<method>.json``), made from the routes'
 OpenAPI declarations, so a method's lexicon and its route can never say two things.
 
-`method_lexicon` turns one `daemon.http.xrpc.XrpcMethod` into a lexicon document: a
+`method_lexicon` turns one `daemon.atproto.xrpc.XrpcMethod` into a lexicon document: a
 ``query`` whose ``parameters`` are the path's fields and the route's query parameters, or a
 ``procedure`` whose JSON ``input`` holds the path's fields and the route's body (or its
 query parameters, for a route without a body); the ``output`` is the route's 2xx answer.
@@ -28,7 +28,7 @@ _PARAM_TYPES = ("string", "integer", "boolean")
 
 
 def method_lexicon(method: Any, namespace: str = SOURCE_NAMESPACE) -> dict[str, Any]:
-    """The lexicon document of `method` (a `daemon.http.xrpc.XrpcMethod`), its ids in the
+    """The lexicon document of `method` (a `daemon.atproto.xrpc.XrpcMethod`), its ids in the
     source namespace."""
     routes = method.routes
     first = routes[0]
