@@ -36,12 +36,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 import tornado.httputil
-import tornado.web
 
 from daemon.atproto.lexicons import LexiconError, Lexicons
 from daemon.atproto.proofs import UserMethod
@@ -120,7 +120,6 @@ def build_methods(routes: list[tuple], namespace: str) -> dict[str, XrpcMethod]:
         for name in implemented_methods(handler):
             verb = name.upper()
             spec: Any = declared_users.get(verb)
-            user_field = None
             if spec is None and verb in reads:
                 spec = UserMethod(reads[verb], "", "")
             if spec is None:
@@ -144,7 +143,6 @@ def build_methods(routes: list[tuple], namespace: str) -> dict[str, XrpcMethod]:
 
 def _parts(pattern: str, handler: type, method: str, action: str | None) -> tuple[tuple[str, str], ...] | None:
     """The path of a route as text and fields; the alternatives group fixed to `action`."""
-    import re
     for path, params in path_templates(pattern, handler, method):
         if action is not None and not re.search(rf"/{re.escape(action)}(/|$)", path):
             continue
@@ -178,11 +176,9 @@ def xrpc_error(status: int, error: str, message: str) -> ApiError:
 
 
 def invalid(exc: LexiconError) -> ApiError:
-    named = [p for p, _ in exc.problems if p]
+    """400 ``InvalidRequest`` naming each field that breaks the lexicon."""
     text = "; ".join(f"{p}: {m}" if p else m for p, m in exc.problems)
-    err = ApiError(400, "InvalidRequest", f"Input does not match the lexicon {exc.nsid}: {text}")
-    err.details = [{"field": p, "message": m} for p, m in exc.problems] if named else None
-    return err
+    return ApiError(400, "InvalidRequest", f"Input does not match the lexicon {exc.nsid}: {text}")
 
 
 # ------------------------------------------------------------------ the route
