@@ -309,6 +309,21 @@ async def test_calls_are_rate_limited_per_user(app: Any, client: Any, devnet: An
 
 
 @pytest.mark.pds
+async def test_an_expired_token_is_refused(app: Any, client: Any, clock: FakeClock, devnet: Any,
+                                           people: Any) -> None:
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "Punctual club"))["did"]
+    jwt = token(devnet, bob, f"{NS}.membership.join")   # the PDS's default: 60 s
+    clock.advance(120)
+    late = await client.post(f"/xrpc/{NS}.membership.join", json={"community": community},
+                             headers={"Authorization": f"Bearer {jwt}"})
+    assert (late.status, late.json()["error"]) == (401, "proof_expired")
+    assert set(late.json()) == {"error", "message"}
+    assert (await api.check(community, bob["did"]))["isMember"] is False
+
+
+@pytest.mark.pds
 async def test_a_token_proves_one_call(app: Any, client: Any, devnet: Any, people: Any) -> None:
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")
