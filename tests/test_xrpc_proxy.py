@@ -119,3 +119,25 @@ async def test_a_person_joins_through_their_pds(app: Any, client: Any, devnet: A
     assert unknown.status == 501 and unknown.json()["error"] == "MethodNotImplemented"
     again = await through_pds(devnet, bob, did, f"{NS}.membership.join", body={"community": community})
     assert again.status == 409 and again.json()["error"] == "already_member"
+
+
+@pytest.mark.pds
+async def test_the_atproto_sdk_calls_through_its_pds(app: Any, client: Any, devnet: Any, people: Any) -> None:
+    """The Python atproto SDK's own proxy option (`with_proxy`), as docs/xrpc.md shows it."""
+    from atproto import AsyncClient
+    from atproto_client.models.base import ParamsModelBase
+
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = (await api.create(alice, "SDK club"))["did"]
+    sdk = AsyncClient(base_url=f"{devnet.pds_url}/xrpc")
+    await sdk.login(bob["handle"], bob["password"], fetch_bsky_profile=False)
+    proxied = sdk.with_proxy("commonroom", app.proofs.did)
+    joined = await proxied.invoke_procedure(f"{NS}.membership.join", content=json.dumps({"community": community}),
+                                            headers={"Content-Type": "application/json"})
+    assert joined.content["status"] == "joined", joined.content
+    class CheckParams(ParamsModelBase):
+        community: str
+
+    check = await proxied.invoke_query(f"{NS}.membership.check", params=CheckParams(community=community))
+    assert check.content["isMember"] is True
