@@ -5,7 +5,8 @@ declarations: the service's into lexicons/, the reports plugin's into its own fo
     .venv/bin/python scripts/xrpc_lexicons.py          # write
     .venv/bin/python scripts/xrpc_lexicons.py --check  # exit 1 if a file is stale
 
-tests/test_xrpc.py runs the same comparison.
+tests/test_xrpc.py runs the same comparison. A development tool: it builds the app with the
+test helpers (commonroom_testing, installed by `scripts/setup --test`).
 """
 
 from __future__ import annotations

@@ -104,11 +104,9 @@ class XrpcMethod:
 
 def methods(app: "Application") -> dict[str, XrpcMethod]:
     """The XRPC methods of the routes `app` serves, by id (built once per app)."""
-    table = app.__dict__.get("_xrpc_methods")
-    if table is None:
-        table = build_methods(app.routes, app.config.atproto.namespace)
-        app.__dict__["_xrpc_methods"] = table
-    return table
+    if app.xrpc_methods is None:
+        app.xrpc_methods = build_methods(app.routes, app.config.atproto.namespace)
+    return app.xrpc_methods
 
 
 def build_methods(routes: list[tuple], namespace: str) -> dict[str, XrpcMethod]:
@@ -161,11 +159,9 @@ def _parts(pattern: str, handler: type, method: str, action: str | None) -> tupl
 
 def lexicons(app: "Application") -> Lexicons:
     """The service's lexicons with the plugins' (`cr_lexicons`) beside them."""
-    found = app.__dict__.get("_xrpc_lexicons")
-    if found is None:
-        found = Lexicons({**app.declarations.lexicons, **app.lexicons.docs})
-        app.__dict__["_xrpc_lexicons"] = found
-    return found
+    if app.xrpc_lexicons is None:
+        app.xrpc_lexicons = Lexicons({**app.declarations.lexicons, **app.lexicons.docs})
+    return app.xrpc_lexicons
 
 
 # ------------------------------------------------------------------ errors

@@ -211,6 +211,10 @@ class Application(tornado.web.Application):
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self._openapi: dict[str, Any] | None = None
+        #: The XRPC methods and the lexicons they are checked against, built on first use
+        #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
+        self.xrpc_methods: dict[str, Any] | None = None
+        self.xrpc_lexicons: Lexicons | None = None
         self.metrics = Metrics(self)
         self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
         #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
