@@ -151,6 +151,101 @@ class Lexicons:
         if self.is_record(nsid):
             self.validate_record(nsid, value, rkey=rkey, strict=True)
 
+    # ---------------------------------------------------------------- methods (XRPC)
+
+    def method(self, nsid: str) -> dict[str, Any] | None:
+        """The main definition of a method lexicon (a query or procedure), or None."""
+        doc = self.docs.get(nsid)
+        main = doc["defs"].get("main") if doc else None
+        return main if isinstance(main, dict) and main.get("type") in ("query", "procedure") else None
+
+    def declared(self, nsid: str, part: str) -> set[str]:
+        """The property names a method's ``parameters`` or ``input`` schema declares."""
+        main = self.method(nsid) or {}
+        schema = main.get(part) or {}
+        if part != "parameters":
+            schema = schema.get("schema") or {}
+        return set(schema.get("properties") or {})
+
+    def parse_params(self, nsid: str, raw: dict[str, list[str]]) -> dict[str, Any]:
+        """A method's query parameters (`raw`: each name's values, as the query string had
+        them) typed by its ``parameters`` (``params``: boolean, integer, string, arrays of
+        them); raises :class:`LexiconError` naming each parameter that breaks the lexicon,
+        is unknown, missing or given twice where one is expected."""
+        main = self.method(nsid) or {}
+        schema = main.get("parameters") or {"type": "params", "properties": {}}
+        props = schema.get("properties", {})
+        ctx = _Ctx(nsid, True, [])
+        out: dict[str, Any] = {}
+        for name, values in raw.items():
+            item = props.get(name)
+            if item is None:
+                ctx.fail(name, "is not a parameter of this method")
+                continue
+            if item.get("type") == "array":
+                out[name] = [self._param_value(item["items"], v, name, ctx) for v in values]
+                if "maxLength" in item and len(values) > item["maxLength"]:
+                    ctx.fail(name, f"has {len(values)} values, at most {item['maxLength']} allowed")
+            elif len(values) != 1:
+                ctx.fail(name, "is given more than once")
+            else:
+                out[name] = self._param_value(item, values[0], name, ctx)
+        for name in schema.get("required", []):
+            if name not in raw:
+                ctx.fail(name, "is required")
+        if ctx.problems:
+            raise LexiconError(nsid, ctx.problems)
+        return out
+
+    def _param_value(self, schema: dict[str, Any], text: str, path: str, ctx: _Ctx) -> Any:
+        kind = schema.get("type")
+        value: Any = text
+        if kind == "integer":
+            if not re_integer(text):
+                ctx.fail(path, "must be an integer")
+                return None
+            value = int(text)
+        elif kind == "boolean":
+            if text not in ("true", "false"):
+                ctx.fail(path, "must be true or false")
+                return None
+            value = text == "true"
+        self._value(schema, value, path, ctx)
+        return value
+
+    def validate_input(self, nsid: str, body: Any) -> None:
+        """Raise :class:`LexiconError` unless `body` is valid input of the procedure `nsid`:
+        a top-level property the lexicon does not declare is refused (a misspelt field would
+        otherwise be ignored); inside the declared ones, objects may hold more (a record's
+        value), as JSON schemas allow."""
+        self._method_body(nsid, "input", body, strict=False)
+        main = self.method(nsid) or {}
+        schema = (main.get("input") or {}).get("schema") or {}
+        if isinstance(body, dict) and schema.get("type") == "object":
+            extra = [(name, "is not in the lexicon") for name in body if name not in schema.get("properties", {})]
+            if extra:
+                raise LexiconError(nsid, extra)
+
+    def validate_output(self, nsid: str, body: Any) -> None:
+        """Raise :class:`LexiconError` unless `body` is valid output of the method `nsid`
+        (lenient, as readers are: properties added later are allowed; a lexicon that
+        declares no output schema allows any)."""
+        self._method_body(nsid, "output", body, strict=False)
+
+    def _method_body(self, nsid: str, part: str, body: Any, *, strict: bool) -> None:
+        main = self.method(nsid)
+        if main is None:
+            raise LexiconError(nsid, [("", "no query or procedure lexicon with this NSID")])
+        declared = main.get(part)
+        ctx = _Ctx(nsid, strict, [])
+        if declared is None or "schema" not in declared:
+            if part == "input" and body not in (None, {}):
+                ctx.fail("", f"this method takes no {part}")
+        else:
+            self._value(declared["schema"], body, "", ctx)
+        if ctx.problems:
+            raise LexiconError(nsid, ctx.problems)
+
     def _key(self, key: str, rkey: str, ctx: _Ctx) -> None:
         if not syntax.is_rkey(rkey):
             ctx.fail("rkey", f"{rkey!r} is not a record key")
@@ -319,6 +414,14 @@ class Lexicons:
     def _bytes(self, schema: dict[str, Any], value: Any, path: str, ctx: _Ctx) -> None:
         if not (isinstance(value, dict) and isinstance(value.get("$bytes"), str)):
             ctx.fail(path, "must be {$bytes: <base64>}")
+
+
+def re_integer(text: str) -> bool:
+    """A query parameter's integer: ASCII digits, an optional minus, at most 18 digits."""
+    return bool(_INTEGER.fullmatch(text))
+
+
+_INTEGER = regex.compile(r"-?[0-9]{1,18}")
 
 
 def _join(path: str, name: str) -> str:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from daemon.atproto import syntax
 from daemon.base.types import ApiError
 from daemon.http.base import strict_json_loads
 
@@ -160,7 +161,9 @@ class Proofs:
                           f"lxm={method_id(self.app, method)}) in `Authorization: Bearer <token>`.")
         return False
 
-    async def verify(self, token: str, *, user_did: str, lxm: str) -> None:
+    async def verify(self, token: str, *, user_did: str | None, lxm: str) -> str:
+        """Check `token` (see the module docstring) and return its issuer. `user_did` None
+        (an XRPC call, daemon/atproto/xrpc.py): the issuer is whoever the token names, a DID."""
         from atproto_server.auth.jwt import parse_jwt
         from atproto_server.exceptions import TokenDecodeError
 
@@ -176,10 +179,16 @@ class Proofs:
         # `alg` comes from the sender: a list or an object is as unusable as an unknown name
         if not isinstance(claims, dict) or not isinstance(alg, str) or alg not in _ALGS:
             raise _refuse("proof_bad_signature", "The proof must be a JWT signed with ES256K or ES256.")
+        if user_did is None:
+            user_did = claims.get("iss") if syntax.is_did(claims.get("iss")) else None
+            if user_did is None:
+                raise _refuse("proof_bad_signature", "The proof names no user (its iss is not a DID).")
         if claims.get("iss") != user_did:
             raise _refuse("proof_wrong_user", f"The proof was issued by {str(claims.get('iss'))[:200]!r}, "
                                               f"not by the user the request names ({user_did}).")
-        if claims.get("aud") != self.did:
+        # A PDS forwarding an `atproto-proxy: <did>#commonroom` call may name the service
+        # entry as well (the devnet PDS sends the bare DID): both are this service.
+        if claims.get("aud") not in (self.did, f"{self.did}#commonroom"):
             raise _refuse("proof_wrong_audience", f"The proof is for {str(claims.get('aud'))[:200]!r}; "
                                                   f"this service is {self.did}.")
         if claims.get("lxm") != lxm:
@@ -202,6 +211,7 @@ class Proofs:
                                                  "current atproto signing key.")
         if not self.replays.first_use(f"{user_did} {jti}", float(exp), now):
             raise _refuse("proof_replayed", "This proof was used before: get a new token for each request.")
+        return user_did
 
     async def _signed_by(self, did: str, alg: str, signing_input: bytes, signature: bytes) -> bool:
         from daemon.atproto.identity import resolve_did

@@ -444,7 +444,12 @@ class RequestLogic:
             if length > self.body_limit():
                 self._body_too_large = True
                 raise self._too_large()
-        if self.auth is not None:
+        proven = getattr(self.request, "xrpc_principal", None)
+        if proven is not None and self.auth is not None:
+            # an /xrpc call, its user proven by their PDS's service-auth token (daemon/atproto/xrpc.py):
+            # no cookie, no CSRF token; rate limited per user as a browser session is
+            self.principal = proven
+        elif self.auth is not None:
             self.principal = await self.authenticate_throttled()
             self.check_principal_kind()
             if self.principal.kind == "session" and self.request.method in STATE_CHANGING:

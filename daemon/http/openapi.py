@@ -208,8 +208,10 @@ def implemented_methods(handler: type) -> list[str]:
 
 
 def documented_routes(routes: Sequence[tuple]) -> list[tuple[str, type]]:
-    """(pattern, handler) of the routes the document covers: all but HTML pages."""
-    return [(r[0], r[1]) for r in routes if not getattr(r[1], "serves_html", False)]
+    """(pattern, handler) of the routes the document covers: all but HTML pages and the XRPC
+    route, whose methods their lexicons describe (``described_by_lexicons``, docs/xrpc.md)."""
+    return [(r[0], r[1]) for r in routes
+            if not getattr(r[1], "serves_html", False) and not getattr(r[1], "described_by_lexicons", False)]
 
 
 def undocumented(routes: Sequence[tuple]) -> list[str]:

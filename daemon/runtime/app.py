@@ -23,6 +23,7 @@ from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
 from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
+from daemon.atproto import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
 from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter
@@ -210,6 +211,10 @@ class Application(tornado.web.Application):
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self._openapi: dict[str, Any] | None = None
+        #: The XRPC methods and the lexicons they are checked against, built on first use
+        #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
+        self.xrpc_methods: dict[str, Any] | None = None
+        self.xrpc_lexicons: Lexicons | None = None
         self.metrics = Metrics(self)
         self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
         #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
@@ -447,7 +452,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
-                               *proofs.routes()]
+                               *proofs.routes(), *xrpc.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
         patterns = [r[0] for r in routes]

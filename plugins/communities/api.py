@@ -61,6 +61,7 @@ class ApiBase(CommunityRoute, BaseHandler):
 
 class CommunitiesHandler(ApiBase):
     user_methods = {"POST": UserMethod("community.create", "creatorDid", "Create a community")}
+    xrpc_reads = {"GET": "community.list"}   # an XRPC query too (daemon/atproto/xrpc.py)
 
     @operation("Create a community (a new account on the PDS, or an adopted one)",
                body=obj({"creatorDid": DID, **S.CREATE_FIELDS}, ["creatorDid", "displayName"]),
@@ -107,6 +108,7 @@ class CommunitiesHandler(ApiBase):
 
 class CommunityHandler(ApiBase):
     user_methods = {"DELETE": UserMethod("community.delete", "adminDid", "Delete a community")}
+    xrpc_reads = {"GET": "community.get"}
 
     @operation("A community's details (a private one shows little to non-members)",
                params=[S.did_query("userDid", "show this user's membership")], responses={200: S.DETAILS})
@@ -373,6 +375,7 @@ class SettingsHandler(ApiBase):
     (admins, through an app that manages it): settings kept only in this service."""
 
     user_methods = {"PUT": UserMethod("community.updateSettings", "adminDid", "Change a community's settings")}
+    xrpc_reads = {"GET": "community.getSettings"}
 
     @operation("A community's settings kept in this service (e.g. whether proofs are required)",
                responses={200: S.SETTINGS})

@@ -43,6 +43,7 @@ def _admin(handler: ApiBase, body: dict[str, Any]) -> str:
 
 class RolesHandler(ApiBase):
     user_methods = {"POST": UserMethod("role.create", "adminDid", "Define a custom role")}
+    xrpc_reads = {"GET": "role.list"}   # an XRPC query too (daemon/atproto/xrpc.py)
 
     @operation("The community's roles: built-in and custom", responses={
         200: obj({"communityDid": DID, "roles": arr(ROLE)}, ["communityDid", "roles"])})

@@ -31,6 +31,8 @@ class WebBase(BaseHandler):
 
 
 class MyMembershipsHandler(WebBase):
+    xrpc_reads = {"GET": "membership.listMine"}   # an XRPC query too (daemon/atproto/xrpc.py)
+
     @operation("Your memberships (and, on the first page, your pending requests)", paged=True,
                responses={200: S.MEMBERSHIPS})
     async def get(self) -> None:

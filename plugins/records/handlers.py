@@ -360,6 +360,7 @@ class CollectionSettingsHandler(RecordsBase):
 
     user_methods = {"PUT": UserMethod("record.updateSettings", "adminDid",
                                       "Change which collections apps may write in a community")}
+    xrpc_reads = {"GET": "record.getSettings"}   # an XRPC query too (daemon/atproto/xrpc.py)
 
     @operation("The collections apps may write in this community", responses={200: SETTINGS})
     async def get(self, raw_did: str) -> None:
