@@ -181,6 +181,10 @@ class Application(tornado.web.Application):
         super().__init__(default_handler_class=NotFoundHandler, compress_response=False,
                          xsrf_cookies=False)
         self.config = config
+        #: True on a follower: nothing may be written (its database is a read-only copy).
+        #: Plugins start no background writers then (docs/scaling.md). The role is fixed
+        #: for the process's life, so it is read from the config once here, not per request.
+        self.read_only: bool = config.is_follower
         self.pm = pm
         #: What the plugins declared (event kinds, capabilities), checked at start-up.
         self.declarations = declarations if declarations is not None else collect_declarations(pm)
@@ -275,12 +279,6 @@ class Application(tornado.web.Application):
         """Every event kind the plugins declared (`cr_event_kinds`), by name: what apps may
         subscribe to (webhooks, the event stream)."""
         return self.declarations.event_kinds
-
-    @property
-    def read_only(self) -> bool:
-        """True on a follower: nothing may be written (its database is a read-only copy).
-        Plugins start no background writers then (docs/scaling.md)."""
-        return self.config.is_follower
 
     async def replica_lag_seconds(self) -> float | None:
         """/health's `replicaLagSeconds` (daemon/runtime/replication.py); None without replication."""
