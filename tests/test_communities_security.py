@@ -102,7 +102,6 @@ async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, peop
     from plugins.communities.steps import nsid
     from plugins.communities import service
     from plugins.communities import store as communities_store
-    from store import intents as intents_store
 
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")
@@ -123,7 +122,7 @@ async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, peop
     member = await app.db.fetchone("SELECT proof_rkey FROM members WHERE community_did = ? AND member_did = ?",
                                    (did, bob["did"]))
     assert bobs[0]["uri"].endswith("/" + member["proof_rkey"])
-    assert await intents_store.pending(app.db, community_did=did) == []
+    assert await app.writes.pending(community_did=did) == []
 
 
 async def test_leaving_works_when_the_users_own_pds_fails(app, client, people, monkeypatch, recorder):

@@ -49,7 +49,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "communities": {
         "store.accounts": "the community accounts (a core table, community_accounts): " + _INTERNAL,
         "store.apps": _STORE_OTHER,
-        "store.intents": "the core's write intents, cleared by reindex: " + _INTERNAL,
         "store.sync": "the network sync's cursor and gaps: " + _INTERNAL,
         "store.db": "Database, the network sync's batch reads: " + _INTERNAL,
         "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,

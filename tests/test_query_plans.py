@@ -40,7 +40,7 @@ OFF_REQUEST_PATH = {
     "store/migrate.py::unapplied": "a follower's start-up check",
     "daemon/runtime/backup.py::schema_versions": "backup and restore (operator commands)",
     "store/sessions.py::delete_expired_tx": "the hourly session clean-up (sessions.janitor)",
-    "store/intents.py::pending": "the reconciler's pass over pending write intents (start-up, then periodic)",
+    "daemon/atproto/writes.py::pending_intents": "the reconciler's pass over pending write intents (start-up, then periodic)",
     "daemon/atproto/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
     "daemon/runtime/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
                                  "in seq (rowid) order, LIMIT-bounded",

@@ -319,7 +319,6 @@ async def test_a_membership_record_the_users_repo_does_not_hold_makes_nobody_joi
     """The stream's word is checked against the user's own PDS (a relay could lie)."""
     from daemon.sync import RecordOp, SyncEvent
     from plugins.communities import sync as communities_sync
-    from store import intents as intents_store
     api = await Api.make(app, client)
     alice, eve = people("alice"), people("eve")
     did = (await api.create(alice, "No forgeries"))["did"]
@@ -331,7 +330,7 @@ async def test_a_membership_record_the_users_repo_does_not_hold_makes_nobody_joi
     await communities_sync.run(app)
 
     async def settled() -> bool:
-        return not await intents_store.pending(app.db, kind_prefix="communities.sync")
+        return not await app.writes.pending(kind_prefix="communities.sync")
     await eventually(settled, "the forged join settled")
     assert not (await api.check(did, eve["did"]))["isMember"]
     assert eve["did"] not in await proofs_on_pds(app, did)

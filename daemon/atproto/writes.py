@@ -42,8 +42,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 from daemon.runtime.clock import iso
 from daemon.base.types import ApiError
 from daemon.runtime.locks import KeyedLocks
-from store import intents as store
-from store.db import Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -405,7 +404,7 @@ class Writes:
         earlier attempt left, so the same record key is written again)."""
         if kind not in self.kinds:
             raise ValueError(f"no plugin registers the write kind {kind!r}")
-        row = await store.begin_tx(tx, kind=kind, key=key, community_did=community_did,
+        row = await begin_intent_tx(tx, kind=kind, key=key, community_did=community_did,
                                    operation=operation, rkey=rkey, payload=payload or {},
                                    now=self.app.clock.iso_now(), reuse=reuse)
         return Intent.from_row(row)
@@ -421,7 +420,7 @@ class Writes:
     async def finish_tx(self, tx: Transaction, intent: Intent, *, settling: bool = False) -> bool:
         """Delete the intent in the transaction that records the result. False if it was
         already gone (or, when `settling`, picked up again by a request meanwhile)."""
-        return await store.delete_tx(tx, intent.id, intent.tries if settling else None)
+        return await delete_intent_tx(tx, intent.id, intent.tries if settling else None)
 
     async def drop(self, intent: Intent) -> bool:
         """Delete the intent in a transaction of its own (the write surely did not happen)."""
@@ -430,8 +429,18 @@ class Writes:
 
     async def get(self, key: str, reader: Any = None) -> Intent | None:
         """The intent `key` (read in `reader`, e.g. a command's transaction), or None."""
-        row = await store.get(reader or self.app.db, key)
+        row = await intent_row(reader or self.app.db, key)
         return Intent.from_row(row) if row is not None else None
+
+    async def pending(self, *, community_did: str | None = None,
+                      kind_prefix: str | None = None) -> list[Intent]:
+        """Every intent (of one community, of the kinds starting with `kind_prefix`), oldest first."""
+        rows = await pending_intents(self.app.db, community_did=community_did, kind_prefix=kind_prefix)
+        return [Intent.from_row(row) for row in rows]
+
+    async def forget_community_tx(self, tx: Transaction, community_did: str) -> None:
+        """Forget every intent of a community (deleted, or reindexed from its repo)."""
+        await delete_community_intents_tx(tx, community_did)
 
     # ---------------------------------------------------------------- the reconciler
 
@@ -456,7 +465,7 @@ class Writes:
         created_before = None if any_age or fresh else iso(now - kind.settle_after(self.app))
         after_id = 0
         while True:
-            rows = await store.due(self.app.db, kind=kind.name, created_before=created_before,
+            rows = await due_intents(self.app.db, kind=kind.name, created_before=created_before,
                                    now=None if any_age else iso(now), after_id=after_id, limit=_BATCH)
             for row in rows:
                 after_id = row["id"]
@@ -486,7 +495,7 @@ class Writes:
             log.warning("cannot settle the unfinished %s (%s) yet (%r); next try in %.0f s",
                         fresh.operation, fresh.key, exc, delay)
             async with self.app.db.transaction("writes.postpone") as tx:
-                await store.postpone_tx(tx, fresh.id, next_attempt_at=iso(self.app.clock.time() + delay),
+                await postpone_intent_tx(tx, fresh.id, next_attempt_at=iso(self.app.clock.time() + delay),
                                         error=repr(exc))
             return "postponed"
 
@@ -504,3 +513,83 @@ class Writes:
 
         self.app.spawn_periodic("writes.reconciler", interval, one_pass)
 
+
+# ------------------------------------------------------------------ the intent rows
+# The write path's own table, ``write_intents`` (the core's migrations create it): its
+# queries live with the path that writes it; plugins reach them through ``app.writes``.
+
+
+async def intent_row(db: Reader, key: str) -> Row | None:
+    return await db.fetchone("SELECT * FROM write_intents WHERE key = ?", (key,))
+
+
+async def begin_intent_tx(tx: Transaction, *, kind: str, key: str, community_did: str | None,
+                          operation: str, rkey: str | None, payload: dict[str, Any], now: str,
+                          reuse: bool = True) -> Row:
+    """The intent `key`: with `reuse`, the existing one if any (a retry: same rkey, one
+    more try); otherwise a new row (a clash on `key` raises)."""
+    if reuse:
+        row = await intent_row(tx, key)
+        if row is not None:
+            await tx.execute("UPDATE write_intents SET tries = tries + 1 WHERE id = ?", (row["id"],))
+            return row
+    await tx.execute(
+        "INSERT INTO write_intents (kind, key, community_did, operation, rkey, payload, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (kind, key, community_did, operation, rkey,
+         json.dumps(payload, separators=(",", ":"), ensure_ascii=False), now))
+    row = await intent_row(tx, key)
+    assert row is not None
+    return row
+
+
+async def delete_intent_tx(tx: Transaction, intent_id: int, tries: int | None = None) -> bool:
+    """Remove an intent (only if it is still at `tries`, when given: no request picked it
+    up meanwhile); False if it was already gone."""
+    if tries is None:
+        cur = await tx.execute("DELETE FROM write_intents WHERE id = ?", (intent_id,))
+    else:
+        cur = await tx.execute("DELETE FROM write_intents WHERE id = ? AND tries = ?", (intent_id, tries))
+    return cur.rowcount > 0
+
+
+async def delete_community_intents_tx(tx: Transaction, community_did: str) -> None:
+    """Forget every intent of a community (deleted, or reindexed from its repo)."""
+    await tx.execute("DELETE FROM write_intents WHERE community_did = ?", (community_did,))
+
+
+async def postpone_intent_tx(tx: Transaction, intent_id: int, *, next_attempt_at: str, error: str) -> None:
+    await tx.execute(
+        "UPDATE write_intents SET attempts = attempts + 1, next_attempt_at = ?, last_error = ? "
+        "WHERE id = ?", (next_attempt_at, error[:500], intent_id))
+
+
+async def due_intents(db: Database, *, kind: str, created_before: str | None, now: str | None,
+                      after_id: int, limit: int) -> list[Row]:
+    """Intents of `kind` to settle, oldest first from `after_id`: created before
+    `created_before` (None: any age) and not waiting out a backoff at `now` (None: ignore
+    backoffs)."""
+    sql = "SELECT * FROM write_intents WHERE kind = ? AND id > ?"
+    params: list[Any] = [kind, after_id]
+    if now is not None:
+        sql += " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
+        params.append(now)
+    if created_before is not None:
+        sql += " AND created_at <= ?"
+        params.append(created_before)
+    sql += " ORDER BY id LIMIT ?"
+    params.append(limit)
+    return await db.fetchall(sql, params)
+
+
+async def pending_intents(db: Database, *, community_did: str | None = None,
+                          kind_prefix: str | None = None) -> list[Row]:
+    """Every intent (of one community, of the kinds starting with `kind_prefix`), oldest first."""
+    sql, params = "SELECT * FROM write_intents WHERE 1 = 1", []
+    if community_did is not None:
+        sql += " AND community_did = ?"
+        params.append(community_did)
+    if kind_prefix is not None:
+        sql += " AND substr(kind, 1, ?) = ?"
+        params += [len(kind_prefix), kind_prefix]
+    return await db.fetchall(sql + " ORDER BY id", params)

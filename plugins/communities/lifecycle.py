@@ -232,6 +232,7 @@ class DeleteCommunity(CommunityCommand):
         await audit_tx(self.app, tx, did, "community.deleted", actor, None,
                        metadata={"handle": row["handle"], "memberCount": row["member_count"],
                                  "account": row["account_kind"]})
+        await self.app.writes.forget_community_tx(tx, did)
         await communities_store.delete_community_tx(tx, did)
         await accounts_store.delete_account_tx(tx, did)
 

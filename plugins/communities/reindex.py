@@ -19,7 +19,6 @@ from plugins.communities.steps import audit_tx, community_lock, community_repo_f
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities
 from plugins.communities import store
-from store import intents as intents_store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -77,7 +76,7 @@ async def reindex(app: "Application", did: str,
                                              now, plugin_capabilities(app))
             counts = await store.count_tx(tx, did)
             await store.set_counts_tx(tx, did, *counts)
-            await intents_store.delete_community_tx(tx, did)
+            await app.writes.forget_community_tx(tx, did)
             summary = {"members": counts[0], "pending": counts[1], "added": added, "removed": removed,
                        "admins": [d for d, _ in ordered], **rebuilt}
             await audit_tx(app, tx, did, "community.reindexed", None, None, metadata=summary)

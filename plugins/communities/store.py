@@ -4,7 +4,7 @@ log and the user-profile cache, and the index reads the network sync needs. Only
 plugin runs SQL on these tables; other plugins ask its service (`CommunitiesService`),
 and the core asks it through the service too (an event's audience, docs/plugins.md).
 Every function takes a reader (``app.db`` or a transaction) or a transaction where it
-writes (PDS writes in progress: the core's store/intents.py)."""
+writes (PDS writes in progress are the core's: ``app.writes``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import json
 import re
 from typing import Any, Iterable, NamedTuple, Sequence
 
-from store import intents
 from daemon.plugin import Reader, Row, Transaction
 
 
@@ -61,9 +60,8 @@ async def update_community_tx(tx: Transaction, did: str, now: str, **fields: Any
 
 
 async def delete_community_tx(tx: Transaction, did: str) -> None:
-    """Remove a community with its members, requests, app grants and write intents
-    (the audit log stays)."""
-    await intents.delete_community_tx(tx, did)  # the core's table: through the core's store
+    """Remove a community with its members, requests and app grants (the audit log
+    stays; its write intents are the core's, forgotten through ``app.writes``)."""
     await tx.execute("DELETE FROM communities WHERE did = ?", (did,))
 
 

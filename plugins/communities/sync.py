@@ -36,7 +36,6 @@ from daemon.sync import Interest, SyncEvent
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
                                        community_lock, community_repo_for, nsid)
 from plugins.communities import store as communities_store
-from store import intents as intents_store
 from plugins.communities import store as members_store
 from store import sync as sync_store
 from store.db import Database, Transaction
@@ -128,8 +127,8 @@ async def _membership_op_tx(app: "Application", tx: Transaction, event: SyncEven
     row = await communities_store.get_community(tx, target)
     if row is None or row["state"] != "active":
         return
-    own = await intents_store.get(tx, f"membership:{target}:{event.did}")
-    if own is not None and own["rkey"] == op.rkey:
+    own = await app.writes.get(f"membership:{target}:{event.did}", tx)
+    if own is not None and own.rkey == op.rkey:
         return  # the browser's join writing the record: this service's own write
     status = await member_status(tx, target, event.did)
     if status.is_member or status.is_pending:
@@ -245,7 +244,7 @@ async def _refresh(app: "Application", intent: Intent) -> str:
     did = intent.payload["community"]
     await _community(app, intent)
     async with community_lock(app, did):
-        if any(i["kind"] in _BUSY_KINDS for i in await intents_store.pending(app.db, community_did=did)):
+        if any(i.kind in _BUSY_KINDS for i in await app.writes.pending(community_did=did)):
             # A command of ours did not finish: the reconciler settles it first.
             raise ApiError(503, "community_busy", "A write to the community's repo is unsettled.")
         repo = await community_repo_for(app, did)
