@@ -17,7 +17,6 @@ from daemon.atproto.identity import resolve_identity
 from daemon.atproto.syntax import new_tid
 from daemon.http.base import ApiError
 from daemon.security.secretbox import SecretBox, parse_key
-from store import accounts as store
 from tests.conftest import TEST_SECRET_KEY
 
 pytestmark = pytest.mark.pds
@@ -55,7 +54,7 @@ async def test_provisioning_creates_an_account_the_daemon_can_act_as(app: Any, d
     repo = await community_repo(app, account.did)
     created = await repo.create_record(PROOF, proof(app))
     assert created["uri"].startswith(f"at://{account.did}/{PROOF}/")
-    row = await store.get_account(app.db, account.did)
+    row = await accounts.account_row(app.db, account.did)
     assert row["origin"] == "provisioned" and row["handle"] == handle
     assert await app.db.fetchval("SELECT count(*) FROM account_provisioning") == 0
 
@@ -87,7 +86,7 @@ async def test_provisioning_survives_losing_the_pds_answer(app: Any, devnet: Any
     password = "kept-before-the-call-1"
     email = f"{handle}@accounts.invalid"
     async with app.db.transaction("test.pending") as tx:
-        await store.insert_provisioning_tx(
+        await accounts.insert_provisioning_tx(
             tx, handle=handle, pds_url=devnet.pds_url, email=email,
             password_sealed=app.secrets.seal(password, f"account_provisioning.password:{handle}"),
             now=app.clock.iso_now())
@@ -156,7 +155,7 @@ async def test_the_database_holds_no_plaintext_secret(app: Any, devnet: Any, new
     for did in (provisioned.did, owner["did"]):
         await (await community_repo(app, did)).create_record(PROOF, proof(app))
 
-    row = await store.get_account(app.db, provisioned.did)
+    row = await accounts.account_row(app.db, provisioned.did)
     secrets = [app.secrets.open(row["password_sealed"], f"community_accounts.password:{provisioned.did}"),
                app_password]
     for session in app.accounts.sessions.values():
@@ -180,7 +179,7 @@ async def test_concurrent_callers_share_one_login(app: Any, new_handle: Any, htt
     # Forget the session everywhere, as after a restart with no stored session.
     app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
-        await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
+        await accounts.update_session_tx(tx, account.did, None, app.clock.iso_now())
     http_log.clear()
 
     async def write() -> dict[str, Any]:
@@ -222,7 +221,7 @@ async def test_a_revoked_app_password_is_a_502_naming_the_cause(app: Any, devnet
     devnet.xrpc("com.atproto.server.revokeAppPassword", {"name": "to-revoke"}, token=owner["accessJwt"])
     app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
-        await store.update_session_tx(tx, owner["did"], None, app.clock.iso_now())
+        await accounts.update_session_tx(tx, owner["did"], None, app.clock.iso_now())
     repo = await community_repo(app, owner["did"])
     with pytest.raises(ApiError) as err:
         await repo.create_record(PROOF, proof(app), rkey=new_tid(app.clock))
@@ -247,17 +246,17 @@ async def test_credentials_survive_a_secret_key_rotation(app: Any, new_handle: A
     app.secrets = SecretBox(os.urandom(32), (old_key,))
     app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
-        await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
+        await accounts.update_session_tx(tx, account.did, None, app.clock.iso_now())
 
     await (await community_repo(app, account.did)).create_record(PROOF, proof(app))
-    row = await store.get_account(app.db, account.did)
+    row = await accounts.account_row(app.db, account.did)
     assert not app.secrets.needs_reseal(row["password_sealed"])
     assert not app.secrets.needs_reseal(row["session_sealed"])
 
     app.secrets = SecretBox(os.urandom(32))  # the key is lost: a clear error, not a crash
     app.accounts.sessions.clear()
     async with app.db.transaction("test.drop_session") as tx:
-        await store.update_session_tx(tx, account.did, None, app.clock.iso_now())
+        await accounts.update_session_tx(tx, account.did, None, app.clock.iso_now())
     with pytest.raises(ApiError) as err:
         await (await community_repo(app, account.did)).create_record(PROOF, proof(app))
     assert err.value.code == "credentials_unreadable"

@@ -158,13 +158,13 @@ async def test_leaving_works_when_the_users_own_pds_fails(app, client, people, m
 
 async def test_delete_removes_credentials_and_never_502s_once_gone(app, client, people, monkeypatch):
     import daemon.atproto.accounts as accounts
-    from store import accounts as accounts_store
+    from daemon.atproto.accounts import account_row
 
     api = await Api.make(app, client)
     alice, bob = people("alice"), people("bob")
     did = (await api.create(alice, "Short-lived"))["did"]
     assert (await api.join(did, bob["did"])).status == 201
-    assert await accounts_store.get_account(app.db, did) is not None
+    assert await account_row(app.db, did) is not None
     # only the primary admin
     resp = await api.delete(api.path(did), {"adminDid": bob["did"]})
     assert resp.status == 403 and resp.json()["error"] == "not_primary_admin"
@@ -176,7 +176,7 @@ async def test_delete_removes_credentials_and_never_502s_once_gone(app, client, 
     resp = await api.delete(api.path(did), {"adminDid": alice["did"]})
     assert resp.status == 200, resp.text
     assert resp.json() == {"status": "deleted", "did": did}
-    assert await accounts_store.get_account(app.db, did) is None
+    assert await account_row(app.db, did) is None
     assert (await api.get(api.path(did))).status == 404
     # a retry says the community is gone, not a PDS error
     assert (await api.delete(api.path(did), {"adminDid": alice["did"]})).status == 404

@@ -47,11 +47,10 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {
-        "store.accounts": "the community accounts (a core table, community_accounts): " + _INTERNAL,
         "store.apps": _STORE_OTHER,
         "store.sync": "the network sync's cursor and gaps: " + _INTERNAL,
         "store.db": "Database, the network sync's batch reads: " + _INTERNAL,
-        "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
+        "daemon.atproto.accounts": "the community accounts' PDS sessions and rows (delete_account_tx): " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
         "daemon.http.base": "encode_json, the member page's pre-encoded answer: " + _INTERNAL,

@@ -239,10 +239,10 @@ async def test_community_page_by_handle_and_by_did_shows_members_and_my_action(c
 async def test_a_failing_pds_shows_the_try_again_page(client, app):
     from tests.fixtures_communities import seed_community
     # the seeded community's PDS (pds.invalid) cannot be reached: leaving must write there
-    from store import accounts as accounts_store
+    from daemon.atproto import accounts
     did = await seed_community(app, "did:plc:webadmin3", members=("did:plc:webleaver",))
     async with app.db.transaction("tests.account") as tx:
-        await accounts_store.upsert_account_tx(
+        await accounts.upsert_account_tx(
             tx, did=did, handle=f"{did[8:20]}.test", pds_url="http://pds.invalid", origin="provisioned",
             password_sealed=app.secrets.seal("pw", f"community_accounts.password:{did}"),
             session_sealed=None, now=app.clock.iso_now())

@@ -4,7 +4,8 @@ Two ways to get one: *provision* a new account on the operator's PDS (``atproto.
 or *bring your own* with a handle/DID and an app password. Passwords and PDS session tokens
 are sealed with ``app.secrets`` (AES-GCM, key id inside, bound to the row), never stored
 in the clear. Sessions are kept in memory and in the database, refreshed when they expire,
-and one login per account is shared by all concurrent callers.
+and one login per account is shared by all concurrent callers. The rows' queries are at
+the end of this module (``community_accounts``, ``account_provisioning``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from daemon.base.types import ApiError
 from daemon.runtime.locks import KeyedLocks
 from daemon.security.secretbox import SecretBoxError
 from daemon.http.validate import invalid
-from store import accounts as store
+from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -177,11 +178,11 @@ async def provision_account(app: Application, handle: str, *, email: str | None 
         raise invalid("handle", f"must end in {' or '.join(domains)} (the PDS's handle domain)")
     now = app.clock.iso_now()
     async with app.db.transaction("accounts.provision_begin") as tx:
-        pending = await store.get_provisioning_tx(tx, handle)
+        pending = await get_provisioning_tx(tx, handle)
         if pending is None:
             password = secrets.token_urlsafe(24)
             email = email or cfg.provision_email_template.format(handle=handle)
-            await store.insert_provisioning_tx(
+            await insert_provisioning_tx(
                 tx, handle=handle, pds_url=pds_url, email=email,
                 password_sealed=app.secrets.seal(password, _pending_ctx(handle)), now=now)
         else:
@@ -199,11 +200,11 @@ async def provision_account(app: Application, handle: str, *, email: str | None 
         raise PdsError("the PDS's createAccount answer holds no DID")
     session = _session_from(app, res)
     async with app.db.transaction("accounts.provision_finish") as tx:
-        await store.upsert_account_tx(
+        await upsert_account_tx(
             tx, did=did, handle=handle, pds_url=pds_url, origin="provisioned",
             password_sealed=app.secrets.seal(password, _password_ctx(did)),
             session_sealed=app.secrets.seal(session.to_json(), _session_ctx(did)), now=now)
-        await store.delete_provisioning_tx(tx, handle)
+        await delete_provisioning_tx(tx, handle)
     app.accounts.sessions[did] = session
     log.info("provisioned community account %s (%s) on %s", handle, did, pds_url)
     return CommunityAccount(did, handle, pds_url)
@@ -236,7 +237,7 @@ async def _after_failed_create(app: Application, pds_url: str, handle: str, pass
 
 async def _drop_pending(app: Application, handle: str) -> None:
     async with app.db.transaction("accounts.provision_abandon") as tx:
-        await store.delete_provisioning_tx(tx, handle)
+        await delete_provisioning_tx(tx, handle)
 
 
 # ------------------------------------------------------------------ bring your own
@@ -280,7 +281,7 @@ async def bring_own_account(app: Application, identifier: str, app_password: str
     handle = info.handle or "handle.invalid"  # atproto's marker for an unverifiable handle
     session = _session_from(app, res)
     async with app.db.transaction("accounts.bring_own") as tx:
-        await store.upsert_account_tx(
+        await upsert_account_tx(
             tx, did=info.did, handle=handle, pds_url=pds_url, origin="brought",
             password_sealed=app.secrets.seal(app_password, _password_ctx(info.did)),
             session_sealed=app.secrets.seal(session.to_json(), _session_ctx(info.did)),
@@ -303,14 +304,14 @@ async def _end_session(app: Application, pds_url: str, refresh_jwt: Any) -> None
 
 
 async def get_account(app: Application, did: str) -> CommunityAccount | None:
-    row = await store.get_account(app.db, did)
+    row = await account_row(app.db, did)
     return CommunityAccount(row["did"], row["handle"], row["pds_url"]) if row else None
 
 
 async def community_repo(app: Application, did: str) -> RepoClient:
     """A client acting as the community account `did` (404 if we hold no credentials)."""
     did = require_did(did, "did")
-    row = await store.get_account(app.db, did)
+    row = await account_row(app.db, did)
     if row is None:
         raise ApiError(404, "not_found", f"no credentials are stored for the account {did}")
 
@@ -335,7 +336,7 @@ async def _access_token(app: Application, did: str, stale: str | None = None) ->
         session = st.sessions.get(did)
         if _usable(session, stale, app.clock.time()):
             return session.access_jwt  # type: ignore[union-attr]
-        row = await store.get_account(app.db, did)
+        row = await account_row(app.db, did)
         if row is None:
             st.sessions.pop(did, None)
             raise ApiError(404, "not_found", f"no credentials are stored for the account {did}")
@@ -391,7 +392,7 @@ async def _save_session(app: Application, row: Any, session: _Session) -> None:
         reseal = app.secrets.seal(app.secrets.open(row["password_sealed"], _password_ctx(did)),
                                   _password_ctx(did))
     async with app.db.transaction("accounts.session") as tx:
-        await store.update_session_tx(tx, did, app.secrets.seal(session.to_json(), _session_ctx(did)),
+        await update_session_tx(tx, did, app.secrets.seal(session.to_json(), _session_ctx(did)),
                                       app.clock.iso_now(), password_sealed=reseal)
 
 
@@ -400,5 +401,57 @@ async def forget_account(app: Application, did: str) -> None:
     st = app.accounts
     async with st.lock(did):
         async with app.db.transaction("accounts.forget") as tx:
-            await store.delete_account_tx(tx, did)
+            await delete_account_tx(tx, did)
         st.sessions.pop(did, None)
+
+
+# ------------------------------------------------------------------ the account rows
+# `community_accounts` (sealed credentials) and `account_provisioning` (creations under
+# way): the core's tables, whose queries live with the sessions that use them.
+
+
+async def account_row(db: Reader, did: str) -> Row | None:
+    return await db.fetchone("SELECT * FROM community_accounts WHERE did = ?", (did,))
+
+
+async def upsert_account_tx(tx: Transaction, *, did: str, handle: str, pds_url: str, origin: str,
+                            password_sealed: str, session_sealed: str | None, now: str) -> None:
+    await tx.execute(
+        "INSERT INTO community_accounts (did, handle, pds_url, origin, password_sealed, "
+        "session_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (did) DO UPDATE SET handle = excluded.handle, pds_url = excluded.pds_url, "
+        "origin = excluded.origin, password_sealed = excluded.password_sealed, "
+        "session_sealed = excluded.session_sealed, updated_at = excluded.updated_at",
+        (did, handle, pds_url, origin, password_sealed, session_sealed, now, now))
+
+
+async def update_session_tx(tx: Transaction, did: str, session_sealed: str | None, now: str,
+                            password_sealed: str | None = None) -> None:
+    """Store a new PDS session (and, on key rotation, the password re-sealed)."""
+    if password_sealed is None:
+        await tx.execute("UPDATE community_accounts SET session_sealed = ?, updated_at = ? WHERE did = ?",
+                         (session_sealed, now, did))
+    else:
+        await tx.execute(
+            "UPDATE community_accounts SET session_sealed = ?, password_sealed = ?, updated_at = ? "
+            "WHERE did = ?", (session_sealed, password_sealed, now, did))
+
+
+async def delete_account_tx(tx: Transaction, did: str) -> bool:
+    cur = await tx.execute("DELETE FROM community_accounts WHERE did = ?", (did,))
+    return cur.rowcount > 0
+
+
+async def get_provisioning_tx(tx: Transaction, handle: str) -> Row | None:
+    return await tx.fetchone("SELECT * FROM account_provisioning WHERE handle = ?", (handle,))
+
+
+async def insert_provisioning_tx(tx: Transaction, *, handle: str, pds_url: str, email: str,
+                                 password_sealed: str, now: str) -> None:
+    await tx.execute(
+        "INSERT INTO account_provisioning (handle, pds_url, email, password_sealed, created_at) "
+        "VALUES (?, ?, ?, ?, ?)", (handle, pds_url, email, password_sealed, now))
+
+
+async def delete_provisioning_tx(tx: Transaction, handle: str) -> None:
+    await tx.execute("DELETE FROM account_provisioning WHERE handle = ?", (handle,))

@@ -11,12 +11,12 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from daemon.atproto.accounts import delete_account_tx
 from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
 from plugins.communities.access import member_status, require_manager
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, membership_proof, nsid, profile_record,
                                        require_person, require_role, store_profile_tx)
-from store import accounts as accounts_store
 from plugins.communities import store as communities_store
 from plugins.communities import store as members_store
 
@@ -234,7 +234,7 @@ class DeleteCommunity(CommunityCommand):
                                  "account": row["account_kind"]})
         await self.app.writes.forget_community_tx(tx, did)
         await communities_store.delete_community_tx(tx, did)
-        await accounts_store.delete_account_tx(tx, did)
+        await delete_account_tx(tx, did)
 
 
 async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, Any]:
