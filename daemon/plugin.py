@@ -30,9 +30,8 @@ from daemon.http.validate import invalid, strip_spoofing
 from daemon.http import validate
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
-from daemon.runtime.clock import Clock, FakeClock, iso
 from daemon.runtime.config import ConfigError, check_range
-from daemon.runtime.locks import KeyedLocks
+from daemon.base.primitives import Clock, FakeClock, KeyedLocks, iso
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
 from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next

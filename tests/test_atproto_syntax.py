@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from daemon.atproto import syntax
-from daemon.runtime.clock import FakeClock
+from daemon.base.primitives import FakeClock
 from daemon.http.base import ApiError
 
 

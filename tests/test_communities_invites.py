@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon.runtime.clock import iso
+from daemon.base.primitives import iso
 from tests.fixtures_communities import Api, devnet_module_fixtures, proofs_on_pds
 
 pytestmark = pytest.mark.pds

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from daemon.runtime.clock import FakeClock
+from daemon.base.primitives import FakeClock
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_app_key, make_community, settle
 
 COMMUNITY = "did:plc:rostercommunity"
