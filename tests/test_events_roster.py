@@ -1,6 +1,6 @@
 """The event stream and `rosterVisibility` (issues 22 and 25): where a community hides its
 roster, the stream follows the webhooks' rule, decided at the event's commit
-(`plugins/communities/access.py` `event_audience`, asked by the core through the communities service): only apps that see the roster (its creator app,
+(`plugins/communities/steps.py` `event_audience`, asked by the core through the communities service): only apps that see the roster (its creator app,
 apps granted management) hear of member events; the others get every other event without
 the keys that name a person, in a pull and over the WebSocket alike."""
 

@@ -2,7 +2,7 @@
 (`Actor`), what a user is in a community (`MemberStatus`), and the errors the rules raise
 (who hears of an event: `daemon.runtime.events.Audience`). No SQL: the rules themselves
 (visibility, membership, roster, management) are the communities plugin's, which owns
-their tables (plugins/communities/access.py), and reach other plugins through its service (`CommunitiesService`: `may_see`, `membership`,
+their tables (plugins/communities/steps.py), and reach other plugins through its service (`CommunitiesService`: `may_see`, `membership`,
 `sees_roster`, `acts_for_admins`, `event_audience`; docs/communities.md, "Visibility").
 """
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.plugin import ApiError, MemberStatus, Plan, Row, Run, Transaction
-from plugins.communities.access import member_status, require_manager
-from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record,
-                                       audit_tx, nsid, require_person, require_role)
+from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record, audit_tx,
+                                       member_status, nsid, require_manager, require_person, require_role)
 from plugins.communities import store as communities_store
 from plugins.communities import store as members_store
 

@@ -18,11 +18,10 @@ from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, Row, STRING, Use
 from daemon.http.lean import LeanHandler
 from plugins.communities import common, invites, policy, service, views
 from plugins.communities import schemas as S
-from plugins.communities.access import ROSTER_HIDDEN, checked_status, require_community, require_manager
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
 from plugins.communities.service import Actor
-from plugins.communities.steps import path_did
+from plugins.communities.steps import ROSTER_HIDDEN, checked_status, path_did, require_community, require_manager
 from plugins.communities import store
 
 APP_ID = r"(app_[0-9a-f]{16})"

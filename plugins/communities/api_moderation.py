@@ -11,7 +11,7 @@ from typing import Any
 from daemon.plugin import BaseHandler, DID, UserMethod, encode_cursor, iso, obj, operation, validate
 from plugins.communities import bans, common, invites
 from plugins.communities import schemas as S
-from plugins.communities.access import member_status, require_manager
+from plugins.communities.steps import member_status, require_manager
 from plugins.communities.api import ApiBase
 from plugins.communities.capabilities import require_capability
 from plugins.communities.denials import audit_denials

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError, Plan, Row, Run, Transaction, emit_tx
-from plugins.communities.access import member_status, require_manager
 from plugins.communities.membership import Removal
-from plugins.communities.steps import Actor, active_tx, admins_list, audit_tx, require_person
+from plugins.communities.steps import (Actor, active_tx, admins_list, audit_tx, member_status, require_manager,
+                                       require_person)
 from plugins.communities.capabilities import require_capability
 from plugins.communities import store as bans_store
 from plugins.communities import store as communities_store

@@ -63,7 +63,7 @@ def require_capability(status: MemberStatus | None, capability: str, collection:
 
 async def require_capability_of(app: Any, community_did: str, did: str, capability: str) -> MemberStatus:
     """:func:`require_capability` for the member `did` of the community (one indexed read)."""
-    from plugins.communities.access import member_status
+    from plugins.communities.steps import member_status
     status = await member_status(app.db, community_did, did)
     require_capability(status, capability)
     return status

@@ -7,8 +7,8 @@ from typing import Any
 from daemon.plugin import Row, is_did, require_did, validate
 from daemon.http.base import ApiError, BaseHandler, encode_cursor, encode_json
 from plugins.communities import views
-from plugins.communities.access import MemberStatus, app_sees_roster, member_status, require_community
 from plugins.communities.config import TYPES
+from plugins.communities.steps import MemberStatus, app_sees_roster, member_status, require_community
 from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers' path parsing)
 from plugins.communities import store
 

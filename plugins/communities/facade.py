@@ -8,7 +8,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator
 
 from daemon.plugin import ApiError
-from plugins.communities import access, bans, capabilities, common, denials, invites, roles, service, store, uploads, views
+from plugins.communities import bans, capabilities, common, denials, invites, roles, service, steps, store, uploads, views
 from plugins.communities.public import PublicCommunities
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +62,7 @@ class Communities(PublicCommunities):
 
     async def visible_row(self, did: str, app_id: str | None) -> "Row":
         from daemon.plugin import Actor
-        return await access.require_community(self.app, did, Actor("", app_id))
+        return await steps.require_community(self.app, did, Actor("", app_id))
 
     async def search(self, text: str, *, user_did: str | None, limit: int, before_id: int | None) -> list["Row"]:
         query = store.fts_query(text) if text else None
@@ -206,7 +206,7 @@ class Communities(PublicCommunities):
                         before_id: int | None) -> list[dict[str, Any]]:
         """The bans in force, newest first (`id` for the next page's `before_id`)."""
         async with self._denials_audited(row, actor, "membership.listBans"):
-            capabilities.require_capability(await access.member_status(self.app.db, row["did"], actor.did),
+            capabilities.require_capability(await steps.member_status(self.app.db, row["did"], actor.did),
                                             "members.ban")
         rows = await store.list_bans(self.app.db, row["did"], self.app.clock.iso_now(), limit=limit,
                                           before_id=before_id)

@@ -15,10 +15,9 @@ import hashlib
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from plugins.communities.access import member_status, require_manager
 from daemon.plugin import ApiError, Row, Transaction
 from plugins.communities.capabilities import require_capability
-from plugins.communities.steps import Actor, active_tx, audit_tx
+from plugins.communities.steps import Actor, active_tx, audit_tx, member_status, require_manager
 from plugins.communities.views import community_summary
 from plugins.communities import store
 

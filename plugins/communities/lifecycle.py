@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.accounts import delete_account_tx
 from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
-from plugins.communities.access import member_status, require_manager
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
-                                       audit_tx, fetch_profile, let_finish, membership_proof, nsid, profile_record,
-                                       require_person, require_role, store_profile_tx)
+                                       audit_tx, fetch_profile, let_finish, member_status, membership_proof, nsid,
+                                       profile_record, require_manager, require_person, require_role, store_profile_tx)
 from plugins.communities import store as communities_store
 from plugins.communities import store as members_store
 

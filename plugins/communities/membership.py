@@ -10,13 +10,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import NOT_FOUND, ApiError, Command, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
-from plugins.communities.access import app_manages, member_status, require_manager
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, CommunityCommand, active_tx, admins_list,
-                                       admins_record, audit_tx, banned_tx,
-                                       community_repo_for, fetch_profile, let_finish, membership_proof,
-                                       membership_record, nsid, refuse_banned, require_person,
-                                       store_profile_tx)
+                                       admins_record, app_manages, audit_tx, banned_tx, community_repo_for,
+                                       fetch_profile, let_finish, member_status, membership_proof, membership_record,
+                                       nsid, refuse_banned, require_manager, require_person, store_profile_tx)
 from plugins.communities.capabilities import require_capability
 from plugins.communities import store as communities_store
 from plugins.communities import store as members_store

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError
-from plugins.communities.access import NOT_FOUND, member_status, require_manager
+from plugins.communities.steps import NOT_FOUND, member_status, require_manager
 from plugins.communities.service import Actor, audit_tx
 from plugins.communities import store
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from daemon.plugin import NOT_FOUND, Actor, Community, MemberStatus, is_did
-from plugins.communities import access, bans, service, steps, store
+from plugins.communities import bans, service, steps, store
 
 MAX_PROFILES = 1000   # DIDs one `profiles` call may ask for
 
@@ -39,26 +39,26 @@ class PublicCommunities:
         return community_of(row)
 
     async def membership(self, community_did: str, user_did: str, *, tx: "Reader | None" = None) -> MemberStatus:
-        return await access.member_status(tx or self.app.db, community_did, user_did)
+        return await steps.member_status(tx or self.app.db, community_did, user_did)
 
     async def may_see(self, actor: Actor, community_did: str) -> bool:
         row = await store.get_community(self.app.db, community_did)
-        if row is None or not await access.app_can_see(self.app.db, community_did, actor.app_id):
+        if row is None or not await steps.app_can_see(self.app.db, community_did, actor.app_id):
             return False
         return row["type"] != "private" or (await self.membership(community_did, actor.did)).is_member
 
     async def app_may_see(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
-        return await access.app_can_see(tx or self.app.db, community_did, app_id)
+        return await steps.app_can_see(tx or self.app.db, community_did, app_id)
 
     async def visible(self, community_did: str, app_id: str | None) -> Community:
-        return community_of(await access.require_community(self.app, community_did, Actor("", app_id)))
+        return community_of(await steps.require_community(self.app, community_did, Actor("", app_id)))
 
     async def sees_roster(self, community_did: str, app_id: str | None) -> bool:
-        return await access.app_sees_roster(self.app.db, community_did, app_id)
+        return await steps.app_sees_roster(self.app.db, community_did, app_id)
 
     #: (tx, community_did, caused_by_app, event_type, *, managers_only) -> Audience; the rule
     #: itself, not a wrapper: every event's commit asks it
-    event_audience = staticmethod(access.event_audience)
+    event_audience = staticmethod(steps.event_audience)
 
     async def holds(self, actor: Actor | str, community_did: str, capability: str) -> bool:
         declared = self.app.declarations.capabilities.get(capability)
@@ -96,7 +96,7 @@ class PublicCommunities:
                               expires_at=expires_at)
 
     async def acts_for_admins(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
-        return await access.app_manages_community(tx or self.app.db, community_did, app_id)
+        return await steps.app_manages_community(tx or self.app.db, community_did, app_id)
 
     async def profiles(self, dids: Iterable[str]) -> dict[str, dict[str, str | None]]:
         wanted = list(dict.fromkeys(dids))

@@ -19,9 +19,8 @@ import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, WriteKind, emit_tx, pds
-from plugins.communities.access import member_status, require_manager
-from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx,
-                                       community_lock_key, nsid, require_role)
+from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx, community_lock_key, member_status,
+                                       nsid, require_manager, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name, plugin_capabilities)
 from plugins.communities import store as communities_store

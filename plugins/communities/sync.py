@@ -30,11 +30,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from plugins.communities.access import member_status
 from daemon.plugin import ApiError, Intent, WriteKind
 from daemon.sync import Interest, SyncEvent
-from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx,
-                                       community_lock, community_repo_for, nsid)
+from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx, community_lock,
+                                       community_repo_for, member_status, nsid)
 from plugins.communities import store as communities_store
 from plugins.communities import store as members_store
 from store import sync as sync_store

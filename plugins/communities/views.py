@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from daemon.atproto.pds import image_url
-from plugins.communities.access import MemberStatus
+from plugins.communities.steps import MemberStatus
 from daemon.plugin import Row
 
 
