@@ -22,12 +22,10 @@ from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime,
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
 from daemon.base.types import ApiError, Principal
-from daemon.http.base import BaseHandler, decode_cursor, encode_cursor
+from daemon.http.base import BaseHandler, decode_cursor, encode_cursor, invalid, strip_spoofing, validate
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
                                  STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
                                  operation, page, query, redirect)
-from daemon.http.validate import invalid, strip_spoofing
-from daemon.http import validate
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.config import ConfigError, check_range

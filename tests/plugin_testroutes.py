@@ -7,7 +7,7 @@ from typing import Any
 
 from daemon import hookimpl
 
-from daemon.http import validate
+from daemon.http.base import validate
 from daemon.http.base import BaseHandler
 
 

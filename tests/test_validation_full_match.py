@@ -18,7 +18,7 @@ def test_role_names_with_a_line_break_are_refused(name):
 
 
 def test_host_names_with_a_line_break_in_a_label_are_refused():
-    from daemon.http.validate import hostname
+    from daemon.http.base import hostname
     from daemon.security.netguard import allowlist_problem
     assert hostname("app.example.com") == "app.example.com"
     with pytest.raises(ApiError):

@@ -23,7 +23,7 @@ from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_d
 from daemon.base.primitives import KeyedLocks
 from daemon.base.types import ApiError
 from daemon.security.secretbox import SecretBoxError
-from daemon.http.validate import invalid
+from daemon.http.base import invalid
 from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from daemon.base.types import ApiError
-from daemon.http.validate import invalid
+from daemon.http.base import invalid
 
 _B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"
 

@@ -101,7 +101,7 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         # the links plugins add to a named place (`cr_web_links`): links("community.page", community=...)
         "links": lambda slot, **slot_values: slot_links(handler.app, slot, {"me": me, **slot_values}),
         # every {{ }} of a page: names from the network (profiles) lose their direction
-        # overrides and zero-width spaces (daemon.http.validate.SPOOFING_CHARS)
+        # overrides and zero-width spaces (daemon.http.base.SPOOFING_CHARS)
         "xhtml_escape": shown_escape,
         "when": when, "moment": moment, "needs": [], "holds": None,
     }
