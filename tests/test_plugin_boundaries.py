@@ -53,5 +53,5 @@ def test_the_services_a_plugin_offers_are_typed_attributes_of_the_application():
 
 def test_the_rule_catches_an_undeclared_or_private_import(tmp_path: Path):
     module = tmp_path / "m.py"
-    module.write_text("from plugins.communities import access\nimport plugins.oauth.client\n")
-    assert imported_modules(module) == {("communities", "access"), ("oauth", "client")}
+    module.write_text("from plugins.communities import steps\nimport plugins.oauth.client\n")
+    assert imported_modules(module) == {("communities", "steps"), ("oauth", "client")}
