@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable,
 import pluggy
 import tornado.web
 
-from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
+from daemon.http import apidocs
 from daemon.runtime.clock import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
@@ -446,7 +446,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         app = Application(config, pm, db, clock, declarations)
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
-                               (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
+                               *apidocs.routes(),
                                *proofs.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])
