@@ -102,3 +102,35 @@ async def test_reference_page_is_rendered_on_the_service_with_a_strict_csp(app, 
             assert f"id='{op['operationId']}'" in page, path
             assert f"<code class=path>{path.replace('/', '/<wbr>')}</code>" in page, path
     assert "/api/v1/openapi.json" in page
+
+
+def test_reference_page_renders_a_lexicon_s_output_with_its_refs_as_rows():
+    """The XRPC section reads whatever a method lexicon holds: parameters, input, output,
+    refs to other definitions (in the same lexicon or another), arrays of them, errors."""
+    from daemon.http.apidocs import render
+
+    doc = {"openapi": "3.1.0", "info": {"title": "T", "version": "1"}, "paths": {},
+           "components": {"schemas": {"Error": {"type": "object", "properties": {"error": {"type": "string"}}}}}}
+    lexicons = {
+        "com.example.list": {"lexicon": 1, "id": "com.example.list", "defs": {
+            "main": {"type": "query", "parameters": {"type": "params", "properties": {
+                         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}}},
+                     "output": {"encoding": "application/json", "schema": {
+                         "type": "object", "required": ["items"], "properties": {
+                             "items": {"type": "array", "items": {"type": "ref", "ref": "#item"}},
+                             "owner": {"type": "ref", "ref": "com.example.defs#person"}}}},
+                     "errors": [{"name": "NotFound", "description": "No such <list>"}]},
+            "item": {"type": "object", "properties": {"kind": {"type": "string", "knownValues": ["a", "b"]}}}}},
+        "com.example.defs": {"lexicon": 1, "id": "com.example.defs", "defs": {
+            "person": {"type": "object", "properties": {"did": {"type": "string", "format": "did"},
+                                                        "self": {"type": "ref", "ref": "#person"}}}}},
+    }
+    page = render(doc, lexicons)
+    entry = page.split("id='xrpc-com.example.list'", 1)[1]
+    assert "<code class=path>com.example.list</code>" in entry and "GET /xrpc/com.example.list" in entry
+    for row in ("limit", "items", "items[].</span>kind", "owner", "owner.</span>did", "owner.</span>self"):
+        assert f"<td class=name><code>{row}" in entry or f"<span class=depth>{row}" in entry, row
+    assert "owner.self.did" not in entry        # a ref to itself is followed once
+    assert "Known values: <code>a</code>, <code>b</code>" in entry and "Default <code>20</code>" in entry
+    assert "No such &lt;list&gt;" in entry      # escaped
+    assert "id='xrpc-com.example.defs'" not in page   # not a method
