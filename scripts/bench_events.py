@@ -16,14 +16,22 @@ client, pinned to CPU 1), so the two do not share an event loop. Usage:
 3. idle: the service's RSS before and after `--idle` subscribers connect and sit idle (and
    after 100 events reach all of them).
 4. membership/check requests per second (bench_membership.py's load generator, 16
-   connections) in `--check-pairs` pairs of rounds: without subscribers, then with `--idle`
-   idle ones; the change is taken per pair, then the median.
+   connections) in `--check-pairs` pairs of rounds, without and with `--idle` idle
+   subscribers (the order alternates: ABBA, so a drift of the machine's speed hits both
+   alike). Per round: the rate, the service's CPU time per request and how busy it was
+   (its CPU time / the round's length: near 100 % the service is the bottleneck, well
+   below it the load generator or the machine is), and its garbage collector's passes and time (what 1,000
+   more connections on the heap may cost). Each figure is the median of its rounds, like
+   bench_membership.py; the change is taken within each pair, then the median.
+
+`--phases idle,check` runs only the last two (no backlog in the database).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -32,7 +40,9 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -135,17 +145,50 @@ async def client(*args: str) -> asyncio.subprocess.Process:
                                                 env={**os.environ, "CR_REPO": str(REPO)})
 
 
-async def check_rate(port: int, key: str, community: str, member: str, seconds: float) -> tuple[float, float]:
+class GcTimer:
+    """The garbage collector's passes and time in this process (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self.passes = [0, 0, 0]
+        self.seconds = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.passes[info["generation"]] += 1
+
+    def snapshot(self) -> tuple[list[int], float]:
+        return list(self.passes), self.seconds
+
+
+@dataclass
+class Round:
+    rate: float           # requests per second
+    cpu_us: float         # the service's CPU time per request, µs
+    busy: float           # the service's CPU time / wall time
+    gc_passes: list[int]  # the collector's passes by generation
+    gc_ms: float          # the collector's time in the round, ms
+
+
+async def check_rate(port: int, key: str, community: str, member: str, seconds: float,
+                     gc_timer: GcTimer | None = None) -> Round:
     """membership/check requests per second from bench_membership's load generator, and the
     service's CPU time per request in µs (this process, all threads: steadier than the rate
-    on a shared machine)."""
+    on a shared machine), how busy it was, and its collector's work meanwhile."""
+    gc_before = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
     proc = await client("check", str(port), key, community, member, str(seconds))
     cpu = time.process_time()
     out, _ = await proc.communicate()
     cpu = time.process_time() - cpu
+    gc_after = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
     result = json.loads(out.splitlines()[-1])
     assert set(result["statuses"]) == {"200"}, result
-    return result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"])
+    return Round(result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"]), cpu / seconds,
+                 [a - b for a, b in zip(gc_after[0], gc_before[0])], 1000 * (gc_after[1] - gc_before[1]))
 
 
 async def open_idle(port: int, key: str, count: int) -> asyncio.subprocess.Process:
@@ -171,20 +214,22 @@ async def main() -> None:
     parser.add_argument("--live-events", type=int, default=1000)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--check-seconds", type=float, default=3.0, help="per membership/check round")
-    parser.add_argument("--check-pairs", type=int, default=5,
-                        help="membership/check rounds without and then with the idle subscribers")
+    parser.add_argument("--check-pairs", type=int, default=6,
+                        help="pairs of membership/check rounds, without and with the idle subscribers")
+    parser.add_argument("--phases", default="replay,live,idle,check",
+                        help="which phases to run, of replay,live,idle,check")
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
+    if not phases or phases - {"replay", "live", "idle", "check"}:
+        parser.error("--phases: a comma-separated list of replay, live, idle, check")
 
     import yaml
     from tornado.httpserver import HTTPServer
 
-    from daemon.http.base import encode_cursor
     from daemon.runtime.app import create_app, load_config
-    from daemon.runtime.events import emit_tx
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
     from store import communities
-    from store import events as events_store
 
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {0})
@@ -216,89 +261,144 @@ async def main() -> None:
                 creator_did="did:plc:bench-owner", creator_app_id=app_id, proof_rkey="3kbench",
                 now=now, state="active")
 
-        # ---- 1. replay a backlog
-        start = encode_cursor([(await events_store.bounds(app.db))[1]])
-        began = time.time()
-        for first in range(0, args.backlog, 1000):
-            async with app.db.transaction("bench.emit") as tx:
-                for i in range(first, min(args.backlog, first + 1000)):
-                    await emit_tx(app, tx, "member.joined", community_did=community,
-                                  data={"memberDid": f"did:plc:backlog{i:07d}"})
-        print(f"committed a backlog of {args.backlog} events in {time.time() - began:.1f} s")
-        proc = await client("replay", str(port), key, start, str(args.backlog))
-        out, _ = await proc.communicate()
-        result = json.loads(out)
-        print(f"replay: {result['count']} events in {result['seconds']:.2f} s = "
-              f"{result['count'] / result['seconds']:,.0f} events/s (from the connect; "
-              f"{result['count'] / result['after_upgrade']:,.0f} events/s after the upgrade)")
-
-        # ---- 2. live delay at a steady rate
-        proc = await client("live", str(port), key, str(args.live_events))
-        assert proc.stdout is not None
-        assert (await proc.stdout.readline()).strip() == b"ready"
-        await asyncio.sleep(0.3)
-        commits: dict[str, float] = {}
-        interval = 1.0 / args.rate
-        t0 = time.monotonic()
-        for i in range(args.live_events):
-            stamp: list[float] = []
-            async with app.db.transaction("bench.emit_one") as tx:
-                tx.after_commit(lambda: stamp.append(time.time()))  # runs first: the commit's end
-                event = await emit_tx(app, tx, "member.joined", community_did=community,
-                                      data={"memberDid": f"did:plc:live{i:07d}"})
-            commits[event.id] = stamp[0]
-            pause = t0 + (i + 1) * interval - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-        out, _ = await proc.communicate()
-        arrivals = json.loads(out)
-        delays = [(arrivals[e] - t) * 1000 for e, t in commits.items() if e in arrivals]
-        print(f"live at {args.rate:.0f} events/s over {len(delays)}/{len(commits)} events: commit -> received "
-              f"median {statistics.median(delays):.2f} ms, p99 {percentile(delays, 99):.2f} ms, "
-              f"max {max(delays):.2f} ms")
-
-        # ---- 3. idle subscribers: memory
-        await asyncio.sleep(1)
-        before = rss_mb()
-        proc = await open_idle(port, key, args.idle)
-        await asyncio.sleep(2)
-        connected = len(app.extensions["events"].subscribers)
-        idle_rss = rss_mb()
-        for i in range(100):
-            async with app.db.transaction("bench.emit_idle") as tx:
-                await emit_tx(app, tx, "member.joined", community_did=community,
-                              data={"memberDid": f"did:plc:idle{i:07d}"})
-        await asyncio.sleep(3)
-        after_events = rss_mb()
-        received = await close_idle(proc)
-        print(f"idle: {connected} subscribers connected; service RSS {before:.1f} MB -> {idle_rss:.1f} MB "
-              f"(+{idle_rss - before:.1f} MB), after 100 events to each ({received} messages received) "
-              f"{after_events:.1f} MB (+{after_events - before:.1f} MB)")
-
-        # ---- 4. membership/check with and without idle subscribers
-        member = "did:plc:benchmember"
-        async with app.db.transaction("bench.member") as tx:
-            await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
-                             "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
-        await check_rate(port, key, community, member, 1.0)  # warm-up
-        ratios, without, with_idle = [], [], []
-        for _ in range(args.check_pairs):  # paired rounds: the machine's speed drifts
-            without.append(await check_rate(port, key, community, member, args.check_seconds))
-            proc = await open_idle(port, key, args.idle)
-            await asyncio.sleep(1)
-            with_idle.append(await check_rate(port, key, community, member, args.check_seconds))
-            await close_idle(proc)
-            await asyncio.sleep(1)
-            ratios.append((with_idle[-1][0] / without[-1][0], with_idle[-1][1] / without[-1][1]))
-        show = lambda rounds: ", ".join(f"{r:,.0f}/s {c:.0f} µs" for r, c in rounds)  # noqa: E731
-        print(f"membership/check (rate, service CPU per request): without subscribers {show(without)}; "
-              f"with {args.idle} idle {show(with_idle)}; median change: rate "
-              f"{100 * (statistics.median(r for r, _ in ratios) - 1):+.1f} %, CPU per request "
-              f"{100 * (statistics.median(c for _, c in ratios) - 1):+.1f} %")
+        if "replay" in phases:
+            await replay_phase(app, args, port, key, community)
+        if "live" in phases:
+            await live_phase(app, args, port, key, community)
+        if "idle" in phases:
+            await idle_phase(app, args, port, key, community)
+        if "check" in phases:
+            await check_phase(app, args, port, key, community, now)
     finally:
         server.stop()
         await app.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def replay_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.http.base import encode_cursor
+    from daemon.runtime.events import emit_tx
+    from store import events as events_store
+
+    # ---- 1. replay a backlog
+    start = encode_cursor([(await events_store.bounds(app.db))[1]])
+    began = time.time()
+    for first in range(0, args.backlog, 1000):
+        async with app.db.transaction("bench.emit") as tx:
+            for i in range(first, min(args.backlog, first + 1000)):
+                await emit_tx(app, tx, "member.joined", community_did=community,
+                              data={"memberDid": f"did:plc:backlog{i:07d}"})
+    print(f"committed a backlog of {args.backlog} events in {time.time() - began:.1f} s")
+    proc = await client("replay", str(port), key, start, str(args.backlog))
+    out, _ = await proc.communicate()
+    result = json.loads(out)
+    print(f"replay: {result['count']} events in {result['seconds']:.2f} s = "
+          f"{result['count'] / result['seconds']:,.0f} events/s (from the connect; "
+          f"{result['count'] / result['after_upgrade']:,.0f} events/s after the upgrade)")
+
+
+
+async def live_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.runtime.events import emit_tx
+
+    # ---- 2. live delay at a steady rate
+    proc = await client("live", str(port), key, str(args.live_events))
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    await asyncio.sleep(0.3)
+    commits: dict[str, float] = {}
+    interval = 1.0 / args.rate
+    t0 = time.monotonic()
+    for i in range(args.live_events):
+        stamp: list[float] = []
+        async with app.db.transaction("bench.emit_one") as tx:
+            tx.after_commit(lambda: stamp.append(time.time()))  # runs first: the commit's end
+            event = await emit_tx(app, tx, "member.joined", community_did=community,
+                                  data={"memberDid": f"did:plc:live{i:07d}"})
+        commits[event.id] = stamp[0]
+        pause = t0 + (i + 1) * interval - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+    out, _ = await proc.communicate()
+    arrivals = json.loads(out)
+    delays = [(arrivals[e] - t) * 1000 for e, t in commits.items() if e in arrivals]
+    print(f"live at {args.rate:.0f} events/s over {len(delays)}/{len(commits)} events: commit -> received "
+          f"median {statistics.median(delays):.2f} ms, p99 {percentile(delays, 99):.2f} ms, "
+          f"max {max(delays):.2f} ms")
+
+
+
+async def idle_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.runtime.events import emit_tx
+
+    # ---- 3. idle subscribers: memory
+    await asyncio.sleep(1)
+    before = rss_mb()
+    proc = await open_idle(port, key, args.idle)
+    await asyncio.sleep(2)
+    connected = len(app.extensions["events"].subscribers)
+    idle_rss = rss_mb()
+    for i in range(100):
+        async with app.db.transaction("bench.emit_idle") as tx:
+            await emit_tx(app, tx, "member.joined", community_did=community,
+                          data={"memberDid": f"did:plc:idle{i:07d}"})
+    await asyncio.sleep(3)
+    after_events = rss_mb()
+    received = await close_idle(proc)
+    print(f"idle: {connected} subscribers connected; service RSS {before:.1f} MB -> {idle_rss:.1f} MB "
+          f"(+{idle_rss - before:.1f} MB), after 100 events to each ({received} messages received) "
+          f"{after_events:.1f} MB (+{after_events - before:.1f} MB)")
+
+
+
+async def check_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str, now: str) -> None:
+    # ---- 4. membership/check with and without idle subscribers
+    member = "did:plc:benchmember"
+    async with app.db.transaction("bench.member") as tx:
+        await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
+                         "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
+    gc_timer = GcTimer()
+    await check_rate(port, key, community, member, 1.0)  # warm-up
+    without: list[Round] = []
+    with_idle: list[Round] = []
+    pairs: list[tuple[Round, Round]] = []
+    for i in range(args.check_pairs):  # ABBA: the machine's speed drifts
+        order = ("without", "with") if i % 2 == 0 else ("with", "without")
+        got: dict[str, Round] = {}
+        for which in order:
+            if which == "with":
+                proc = await open_idle(port, key, args.idle)
+                await asyncio.sleep(1)
+                got[which] = await check_rate(port, key, community, member, args.check_seconds, gc_timer)
+                await close_idle(proc)
+            else:
+                got[which] = await check_rate(port, key, community, member, args.check_seconds, gc_timer)
+            await asyncio.sleep(1)
+        without.append(got["without"])
+        with_idle.append(got["with"])
+        pairs.append((got["without"], got["with"]))
+        print(f"pair {i + 1}/{args.check_pairs} ({' then '.join(order)}): "
+              f"{show(got['without'])} | with {args.idle} idle: {show(got['with'])}", flush=True)
+    median = statistics.median
+    for name, rounds in (("without subscribers", without), (f"with {args.idle} idle", with_idle)):
+        print(f"membership/check {name}, medians of {len(rounds)} rounds: {median(r.rate for r in rounds):,.0f}/s "
+              f"(rounds {min(r.rate for r in rounds):,.0f}-{max(r.rate for r in rounds):,.0f}), "
+              f"{median(r.cpu_us for r in rounds):.0f} µs CPU/req "
+              f"({min(r.cpu_us for r in rounds):.0f}-{max(r.cpu_us for r in rounds):.0f}), "
+              f"service busy {100 * median(r.busy for r in rounds):.0f} %, "
+              f"GC {median(r.gc_ms for r in rounds):.1f} ms/round "
+              f"(gen2 passes {median(r.gc_passes[2] for r in rounds):.0f})")
+    rate = sorted(b.rate / a.rate for a, b in pairs)
+    cpu = sorted(b.cpu_us / a.cpu_us for a, b in pairs)
+    print(f"change with {args.idle} idle subscribers, median of the per-pair ratios: rate "
+          f"{100 * (median(rate) - 1):+.1f} % (pairs {100 * (rate[0] - 1):+.1f} to {100 * (rate[-1] - 1):+.1f} %), "
+          f"CPU per request {100 * (median(cpu) - 1):+.1f} % (pairs {100 * (cpu[0] - 1):+.1f} to "
+          f"{100 * (cpu[-1] - 1):+.1f} %)")
+
+
+def show(r: Round) -> str:
+    return (f"{r.rate:,.0f}/s {r.cpu_us:.0f} µs busy {100 * r.busy:.0f} % "
+            f"GC {r.gc_ms:.1f} ms ({'/'.join(map(str, r.gc_passes))})")
 
 
 if __name__ == "__main__":

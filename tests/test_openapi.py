@@ -134,3 +134,22 @@ def test_reference_page_renders_a_lexicon_s_output_with_its_refs_as_rows():
     assert "Known values: <code>a</code>, <code>b</code>" in entry and "Default <code>20</code>" in entry
     assert "No such &lt;list&gt;" in entry      # escaped
     assert "id='xrpc-com.example.defs'" not in page   # not a method
+
+
+async def test_reference_page_is_rendered_once_and_sent_gzipped_to_who_asks(app, client):
+    import gzip
+
+    from tornado.httpclient import AsyncHTTPClient
+
+    http = AsyncHTTPClient(force_instance=True)
+    try:
+        def fetch(encoding: str):
+            return http.fetch(client.base_url + "/api/v1/docs", headers={"Accept-Encoding": encoding},
+                              decompress_response=False)
+        plain, packed = await fetch("identity"), await fetch("gzip")
+    finally:
+        http.close()
+    assert plain.headers.get("Content-Encoding") is None and "Accept-Encoding" in plain.headers["Vary"]
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(packed.body) == plain.body and len(packed.body) < len(plain.body) / 4
+    assert b"<h1" in plain.body and app.reference_page[0] == plain.body

@@ -210,6 +210,8 @@ class Application(tornado.web.Application):
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self._openapi: dict[str, Any] | None = None
+        #: /api/v1/docs as sent, plain and gzipped: rendered once (daemon/http/apidocs.py)
+        self.reference_page: tuple[bytes, bytes] | None = None
         self.metrics = Metrics(self)
         self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
         #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
