@@ -100,7 +100,7 @@ async def test_reference_page_is_rendered_on_the_service_with_a_strict_csp(app, 
     for path, methods in doc["paths"].items():
         for op in methods.values():
             assert f"id='{op['operationId']}'" in page, path
-            assert f"<code class=path>{path.replace('/', '/<wbr>')}</code>" in page, path
+            assert f"<code class=path>{path.replace('/', '/<wbr>').replace('.', '.<wbr>')}</code>" in page, path
     assert "/api/v1/openapi.json" in page
 
 
@@ -127,7 +127,8 @@ def test_reference_page_renders_a_lexicon_s_output_with_its_refs_as_rows():
     }
     page = render(doc, lexicons)
     entry = page.split("id='xrpc-com.example.list'", 1)[1]
-    assert "<code class=path>com.example.list</code>" in entry and "GET /xrpc/com.example.list" in entry
+    assert "<code class=path>com.<wbr>example.<wbr>list</code>" in entry
+    assert "GET /<wbr>xrpc/<wbr>com.<wbr>example.<wbr>list" in entry
     for row in ("limit", "items", "items[].</span>kind", "owner", "owner.</span>did", "owner.</span>self"):
         assert f"<td class=name><code>{row}" in entry or f"<span class=depth>{row}" in entry, row
     assert "owner.self.did" not in entry        # a ref to itself is followed once

@@ -63,7 +63,7 @@ class ApiDocsHandler(BaseHandler):
         self.set_header("X-Frame-Options", "DENY")
         if self.app.reference_page is None:   # rendered once, like the document it shows
             lexicons = {**self.app.lexicons.docs, **self.app.declarations.lexicons}
-            page = render(self.app.openapi_document(), lexicons).encode()
+            page = render(self.app.openapi_document(), lexicons, getattr(self.app.proofs, "did", None)).encode()
             self.app.reference_page = (page, gzip.compress(page, 6, mtime=0))
         plain, packed = self.app.reference_page
         self.set_header("Vary", "Accept-Encoding")
@@ -253,27 +253,31 @@ def _required(required: bool) -> str:
 # ------------------------------------------------------------------ examples
 
 
-def example(s: dict[str, Any], depth: int = 0) -> Any:
+def example(s: dict[str, Any], depth: int = 0, schemas: Schemas | None = None, base: str = "") -> Any:
     """A small value that fits `s`: its example, else its first enum value, else the
-    required fields of an object (all of them if none is required) filled the same way."""
+    required fields of an object (all of them if none is required) filled the same way.
+    With `schemas`, a lexicon's refs are followed (from the lexicon `base`)."""
     if "example" in s:
         return s["example"]
+    if s.get("type") == "ref" and schemas is not None and depth < _MAX_DEPTH:
+        resolved = schemas.resolve(s.get("ref", ""), base)
+        return example(resolved[1], depth + 1, schemas, resolved[0].split("#")[0]) if resolved else None
     if s.get("enum"):
         return s["enum"][0]
     for key in ("anyOf", "oneOf"):
         if key in s:
-            return example(next((x for x in s[key] if x.get("type") != "null"), {}), depth)
+            return example(next((x for x in s[key] if x.get("type") != "null"), {}), depth, schemas, base)
     kind = s.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), None)
     if kind == "object" or s.get("properties"):
         props = s.get("properties") or {}
         names = [n for n in props if n in set(s.get("required") or ())] or list(props)
-        return {n: example(props[n], depth + 1) for n in names} if depth < _MAX_DEPTH else {}
+        return {n: example(props[n], depth + 1, schemas, base) for n in names} if depth < _MAX_DEPTH else {}
     if kind == "array":
-        return [example(s.get("items") or {}, depth + 1)] if depth < _MAX_DEPTH else []
+        return [example(s.get("items") or {}, depth + 1, schemas, base)] if depth < _MAX_DEPTH else []
     if kind == "integer" or kind == "number":
-        return s.get("minimum", 1)
+        return s.get("default", s.get("minimum", 1))
     if kind == "boolean":
         return True
     if kind == "string":
@@ -325,6 +329,24 @@ def curl(base_url: str, path: str, method: str, op: dict[str, Any]) -> str:
     return " \\\n  ".join(line)
 
 
+def xrpc_curl(nsid: str, main: dict[str, Any], schemas: Schemas, service_did: str) -> str:
+    """One call of a method through the user's own PDS, which proves the user to this
+    service (``atproto-proxy``; docs/xrpc.md)."""
+    query = ""
+    params = main.get("parameters") or {}
+    if params.get("properties"):
+        values = example({**params, "type": "object"}, 0, schemas, nsid)
+        query = "?" + "&".join(f"{k}={v}" for k, v in values.items())
+    post = main.get("type") == "procedure"
+    line = [f"curl {'-X POST ' if post else ''}\"$PDS/xrpc/{nsid}{query}\"",
+            "-H \"Authorization: Bearer $ACCESS_JWT\"", "-H " + _shell(f"atproto-proxy: {service_did}#commonroom")]
+    schema = (main.get("input") or {}).get("schema")
+    if post and isinstance(schema, dict):
+        line.append("-H 'Content-Type: application/json'")
+        line.append("-d " + _shell(json.dumps(example(schema, 0, schemas, nsid))))
+    return " \\\n  ".join(line)
+
+
 # ------------------------------------------------------------------ the page
 
 
@@ -339,7 +361,8 @@ def _method(name: str) -> str:
 
 
 def _path(path: str) -> str:
-    return _e(path).replace("/", "/<wbr>")
+    """A path or a method id, with the places a line may break after (a slash, a dot)."""
+    return _e(path).replace("/", "/<wbr>").replace(".", ".<wbr>")
 
 
 def _status_text(status: str, text: str) -> str:
@@ -423,17 +446,19 @@ def _operation(path: str, method: str, op: dict[str, Any], base_url: str, schema
     return "".join(out)
 
 
-def _lexicon(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[str, tuple[str, str, str]]) -> str:
+def _lexicon(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[str, tuple[str, str, str]],
+             service_did: str | None) -> str:
     main = doc["defs"]["main"]
     kind = main.get("type", "")
     anchor = _e(f"xrpc-{nsid}")
     out = [f"<section class=op id='{anchor}' aria-labelledby='{anchor}-h'>"
-           f"<h3 class=op-head id='{anchor}-h'>{_method(kind)} <code class=path>{_e(nsid)}</code></h3>"]
+           f"<h3 class=op-head id='{anchor}-h'>{_method(kind)} <code class=path>{_path(nsid)}</code></h3>"]
     if main.get("description"):
         out.append(f"<p>{_e(main['description'])}</p>")
     facts = []
     if kind in ("query", "procedure"):
-        facts.append(f"<li><strong>Call:</strong> {_code(('GET ' if kind == 'query' else 'POST ') + '/xrpc/' + nsid)}</li>")
+        facts.append(f"<li><strong>Call:</strong> <code>{'GET' if kind == 'query' else 'POST'} "
+                     f"{_path('/xrpc/' + nsid)}</code></li>")
     if nsid in by_method:
         anchor_op, method, path = by_method[nsid]
         facts.append(f"<li><strong>Same as</strong> <a href='#{_e(anchor_op)}'>{_e(method.upper())} "
@@ -459,13 +484,18 @@ def _lexicon(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[s
         out.extend(f"<tr><td class=name>{_code(e.get('name', ''))}</td><td class=desc>{_e(e.get('description', ''))}"
                    f"</td></tr>" for e in main["errors"] if isinstance(e, dict))
         out.append("</tbody></table>")
+    if kind in ("query", "procedure") and service_did:
+        out.append("<h4>Example, through the user's PDS</h4><pre><code>"
+                   f"{_e(xrpc_curl(nsid, main, schemas, service_did))}</code></pre>")
     out.append(f"<details><summary>The lexicon as JSON</summary><pre><code>"
                f"{_e(json.dumps(doc, indent=2, ensure_ascii=False))}</code></pre></details></section>")
     return "".join(out)
 
 
-def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = None) -> str:
-    """The reference page of an OpenAPI document and of the lexicons (every value escaped)."""
+def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = None,
+           service_did: str | None = None) -> str:
+    """The reference page of an OpenAPI document and of the lexicons (every value escaped);
+    with `service_did`, each XRPC method has a curl example through the user's PDS."""
     lexicons = lexicons or {}
     schemas = Schemas(lexicons)
     by_tag: dict[str, list[tuple[str, str, dict[str, Any]]]] = {}
@@ -534,17 +564,19 @@ def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = Non
                    "<p>The lexicons of the methods this service knows (its own and its plugins'): a query is "
                    "called as <code>GET /xrpc/&lt;method id&gt;</code> with its parameters in the query string, "
                    "a procedure as <code>POST /xrpc/&lt;method id&gt;</code> with its input as the body. The "
-                   "method id is also the <code>lxm</code> of a service-auth token acting for a user.</p>"
+                   "method id is also the <code>lxm</code> of a service-auth token acting for a user. A person's "
+                   "client calls them through the person's own PDS, naming this service in the "
+                   "<code>atproto-proxy</code> header: the PDS adds the token.</p>"
                    "<ul class=tag-index>")
         out.extend(f"<li><a href='#xrpc-{_e(n)}'>{_method(d['defs']['main']['type'])}"
-                   f"<span class=path>{_e(n)}</span></a></li>" for n, d in methods.items())
+                   f"<span class=path>{_path(n)}</span></a></li>" for n, d in methods.items())
         out.append("</ul>")
-        out.extend(_lexicon(n, d, schemas, by_method) for n, d in methods.items())
+        out.extend(_lexicon(n, d, schemas, by_method, service_did) for n, d in methods.items())
         out.append("</section>")
     if records:
         out.append("<section class=tag id=records aria-labelledby=records-h><h2 id=records-h>Record types</h2>"
                    "<p>The records this service writes to repositories, and their lexicons.</p>")
-        out.extend(_lexicon(n, d, schemas, by_method) for n, d in records.items())
+        out.extend(_lexicon(n, d, schemas, by_method, None) for n, d in records.items())
         out.append("</section>")
     out.append("<p class=footer>Rendered from this service's OpenAPI document and lexicons.</p>"
                "</main></div></body></html>")
