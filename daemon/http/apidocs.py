@@ -103,6 +103,12 @@ def _code(value: Any) -> str:
     return f"<code>{_e(value)}</code>"
 
 
+def _value(value: Any) -> str:
+    """An allowed value: as written, but an empty string (or one with spaces) in quotes."""
+    text = str(value)
+    return _code(json.dumps(value) if not isinstance(value, str) or not text.strip() or text != text.strip() else text)
+
+
 @dataclass
 class Field:
     name: str
@@ -158,9 +164,9 @@ class Schemas:
             out.append(_e(s["description"]))
         values = s.get("enum") or (s.get("items") or {}).get("enum")
         if values:
-            out.append("<span class=values>One of " + ", ".join(_code(v) for v in values) + "</span>")
+            out.append("<span class=values>One of " + ", ".join(_value(v) for v in values) + "</span>")
         if s.get("knownValues"):
-            out.append("<span class=values>Known values: " + ", ".join(_code(v) for v in s["knownValues"])
+            out.append("<span class=values>Known values: " + ", ".join(_value(v) for v in s["knownValues"])
                        + "</span>")
         if "const" in s:
             out.append("Always " + _code(json.dumps(s["const"])))
