@@ -22,7 +22,12 @@ client, pinned to CPU 1), so the two do not share an event loop. Usage:
    (its CPU time / the round's length: near 100 % the service is the bottleneck, well
    below it the load generator or the machine is), and its garbage collector's passes and time (what 1,000
    more connections on the heap may cost). Each figure is the median of its rounds, like
-   bench_membership.py; the change is taken within each pair, then the median.
+   bench_membership.py; the change is taken within each pair, then the median. Each
+   condition runs two loads: as fast as the service answers (the rate; on a shared machine
+   it is often the load generator's), and paced at `--paced-rate` requests per second on a
+   fixed schedule (the same work with and without subscribers: the service's CPU time per
+   request then says what the idle subscribers cost it, pings included; at saturation the
+   rate falls by about as much as that rises).
 
 `--phases idle,check` runs only the last two (no backlog in the database).
 """
@@ -99,21 +104,50 @@ async def idle(count):
     for t in tasks:
         t.cancel()
 
-def check(did, member, seconds):
-    # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1)
+def check(did, member, seconds, rate):
+    # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1), as
+    # fast as the service answers; or, with a rate, 16 connections sending on a fixed schedule
     sys.path.insert(0, os.path.join(os.environ["CR_REPO"], "scripts"))
     from bench_membership import http_post, load
     auth = {"X-Api-Key": key}
     path = f"/api/v1/communities/{did}/membership/check"
     requests = [http_post(path, auth, {"userDid": member if i % 2 else f"did:plc:nobody{i:06d}"})
                 for i in range(200)]
-    stats = load(("127.0.0.1", int(port), requests, seconds, 16))
+    if rate:
+        stats = {"latencies": [], "statuses": {}}
+        asyncio.run(paced(requests, seconds, rate, 16, stats))
+    else:
+        stats = load(("127.0.0.1", int(port), requests, seconds, 16))
     print(json.dumps({"requests": len(stats["latencies"]), "statuses": stats["statuses"]}), flush=True)
+
+async def paced(requests, seconds, rate, connections, stats):
+    import re
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})
+    interval = connections / rate
+    start = time.perf_counter() + 0.2
+    async def one(n):
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(port))
+        due = start + n * interval / connections
+        for i in range(n, 10**9, connections):
+            if due >= start + seconds:
+                break
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            sent = time.perf_counter()
+            writer.write(requests[i % len(requests)])
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1)))
+            stats["latencies"].append(time.perf_counter() - sent)
+            code = head.split(None, 2)[1].decode()
+            stats["statuses"][code] = stats["statuses"].get(code, 0) + 1
+            due += interval
+        writer.close()
+    await asyncio.gather(*(one(n) for n in range(connections)))
 
 if mode == "replay":
     asyncio.run(replay(sys.argv[4], int(sys.argv[5])))
 elif mode == "check":
-    check(sys.argv[4], sys.argv[5], float(sys.argv[6]))
+    check(sys.argv[4], sys.argv[5], float(sys.argv[6]), float(sys.argv[7]))
 elif mode == "live":
     asyncio.run(live(int(sys.argv[4])))
 else:
@@ -175,18 +209,20 @@ class Round:
 
 
 async def check_rate(port: int, key: str, community: str, member: str, seconds: float,
-                     gc_timer: GcTimer | None = None) -> Round:
+                     gc_timer: GcTimer | None = None, rate: float = 0.0) -> Round:
     """membership/check requests per second from bench_membership's load generator, and the
     service's CPU time per request in µs (this process, all threads: steadier than the rate
     on a shared machine), how busy it was, and its collector's work meanwhile."""
     gc_before = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
-    proc = await client("check", str(port), key, community, member, str(seconds))
+    proc = await client("check", str(port), key, community, member, str(seconds), str(rate))
     cpu = time.process_time()
     out, _ = await proc.communicate()
     cpu = time.process_time() - cpu
     gc_after = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
     result = json.loads(out.splitlines()[-1])
     assert set(result["statuses"]) == {"200"}, result
+    if rate:
+        seconds = max(seconds, result["requests"] / rate)   # a paced round ran no faster than its schedule
     return Round(result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"]), cpu / seconds,
                  [a - b for a, b in zip(gc_after[0], gc_before[0])], 1000 * (gc_after[1] - gc_before[1]))
 
@@ -216,6 +252,8 @@ async def main() -> None:
     parser.add_argument("--check-seconds", type=float, default=3.0, help="per membership/check round")
     parser.add_argument("--check-pairs", type=int, default=6,
                         help="pairs of membership/check rounds, without and with the idle subscribers")
+    parser.add_argument("--paced-rate", type=float, default=600.0,
+                        help="membership/check requests per second of the paced rounds (0: none)")
     parser.add_argument("--phases", default="replay,live,idle,check",
                         help="which phases to run, of replay,live,idle,check")
     args = parser.parse_args()
@@ -359,41 +397,47 @@ async def check_phase(app: Any, args: argparse.Namespace, port: int, key: str, c
                          "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
     gc_timer = GcTimer()
     await check_rate(port, key, community, member, 1.0)  # warm-up
-    without: list[Round] = []
-    with_idle: list[Round] = []
-    pairs: list[tuple[Round, Round]] = []
+    loads = [("as fast as it answers", 0.0)] + ([(f"paced at {args.paced_rate:,.0f}/s", args.paced_rate)]
+                                                if args.paced_rate else [])
+    # rounds[load][which]: the rounds of one load, without and with the idle subscribers
+    rounds: dict[str, dict[str, list[Round]]] = {name: {"without": [], "with": []} for name, _ in loads}
+
+    async def measure(which: str) -> None:
+        for name, rate in loads:
+            rounds[name][which].append(await check_rate(port, key, community, member, args.check_seconds,
+                                                        gc_timer, rate))
+
     for i in range(args.check_pairs):  # ABBA: the machine's speed drifts
         order = ("without", "with") if i % 2 == 0 else ("with", "without")
-        got: dict[str, Round] = {}
         for which in order:
             if which == "with":
                 proc = await open_idle(port, key, args.idle)
                 await asyncio.sleep(1)
-                got[which] = await check_rate(port, key, community, member, args.check_seconds, gc_timer)
+                await measure(which)
                 await close_idle(proc)
             else:
-                got[which] = await check_rate(port, key, community, member, args.check_seconds, gc_timer)
+                await measure(which)
             await asyncio.sleep(1)
-        without.append(got["without"])
-        with_idle.append(got["with"])
-        pairs.append((got["without"], got["with"]))
-        print(f"pair {i + 1}/{args.check_pairs} ({' then '.join(order)}): "
-              f"{show(got['without'])} | with {args.idle} idle: {show(got['with'])}", flush=True)
+        print(f"pair {i + 1}/{args.check_pairs} ({' then '.join(order)}): " + "; ".join(
+            f"{name}: {show(rounds[name]['without'][-1])} | with {args.idle} idle: {show(rounds[name]['with'][-1])}"
+            for name, _ in loads), flush=True)
     median = statistics.median
-    for name, rounds in (("without subscribers", without), (f"with {args.idle} idle", with_idle)):
-        print(f"membership/check {name}, medians of {len(rounds)} rounds: {median(r.rate for r in rounds):,.0f}/s "
-              f"(rounds {min(r.rate for r in rounds):,.0f}-{max(r.rate for r in rounds):,.0f}), "
-              f"{median(r.cpu_us for r in rounds):.0f} µs CPU/req "
-              f"({min(r.cpu_us for r in rounds):.0f}-{max(r.cpu_us for r in rounds):.0f}), "
-              f"service busy {100 * median(r.busy for r in rounds):.0f} %, "
-              f"GC {median(r.gc_ms for r in rounds):.1f} ms/round "
-              f"(gen2 passes {median(r.gc_passes[2] for r in rounds):.0f})")
-    rate = sorted(b.rate / a.rate for a, b in pairs)
-    cpu = sorted(b.cpu_us / a.cpu_us for a, b in pairs)
-    print(f"change with {args.idle} idle subscribers, median of the per-pair ratios: rate "
-          f"{100 * (median(rate) - 1):+.1f} % (pairs {100 * (rate[0] - 1):+.1f} to {100 * (rate[-1] - 1):+.1f} %), "
-          f"CPU per request {100 * (median(cpu) - 1):+.1f} % (pairs {100 * (cpu[0] - 1):+.1f} to "
-          f"{100 * (cpu[-1] - 1):+.1f} %)")
+    for name, _ in loads:
+        for which, label in (("without", "without subscribers"), ("with", f"with {args.idle} idle")):
+            got = rounds[name][which]
+            print(f"membership/check {name}, {label}, medians of {len(got)} rounds: "
+                  f"{median(r.rate for r in got):,.0f}/s (rounds {min(r.rate for r in got):,.0f}-"
+                  f"{max(r.rate for r in got):,.0f}), {median(r.cpu_us for r in got):.0f} µs CPU/req "
+                  f"({min(r.cpu_us for r in got):.0f}-{max(r.cpu_us for r in got):.0f}), "
+                  f"service busy {100 * median(r.busy for r in got):.0f} %, "
+                  f"GC {median(r.gc_ms for r in got):.1f} ms/round (gen2 passes {median(r.gc_passes[2] for r in got):.0f})")
+        pairs = list(zip(rounds[name]["without"], rounds[name]["with"]))
+        rate = sorted(b.rate / a.rate for a, b in pairs)
+        cpu = sorted(b.cpu_us / a.cpu_us for a, b in pairs)
+        print(f"membership/check {name}: change with {args.idle} idle subscribers, median of the per-pair "
+              f"ratios: rate {100 * (median(rate) - 1):+.1f} % (pairs {100 * (rate[0] - 1):+.1f} to "
+              f"{100 * (rate[-1] - 1):+.1f} %), CPU per request {100 * (median(cpu) - 1):+.1f} % "
+              f"(pairs {100 * (cpu[0] - 1):+.1f} to {100 * (cpu[-1] - 1):+.1f} %)")
 
 
 def show(r: Round) -> str:
