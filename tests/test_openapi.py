@@ -147,10 +147,25 @@ async def test_reference_page_is_rendered_once_and_sent_gzipped_to_who_asks(app,
         def fetch(encoding: str):
             return http.fetch(client.base_url + "/api/v1/docs", headers={"Accept-Encoding": encoding},
                               decompress_response=False)
-        plain, packed = await fetch("identity"), await fetch("gzip")
+        plain, packed = await fetch("identity"), await fetch("br, gzip;q=0.5")
+        refused = await fetch("gzip;q=0, identity")
     finally:
         http.close()
     assert plain.headers.get("Content-Encoding") is None and "Accept-Encoding" in plain.headers["Vary"]
-    assert packed.headers["Content-Encoding"] == "gzip"
+    assert packed.headers["Content-Encoding"] == "gzip" and refused.headers.get("Content-Encoding") is None
     assert gzip.decompress(packed.body) == plain.body and len(packed.body) < len(plain.body) / 4
     assert b"<h1" in plain.body and app.reference_page[0] == plain.body
+
+
+def test_reference_page_shows_a_lexicon_it_cannot_read_as_written():
+    from daemon.http.apidocs import render
+
+    doc = {"openapi": "3.1.0", "info": {"title": "T", "version": "1"}, "paths": {},
+           "components": {"schemas": {"Error": {"type": "object", "properties": {}}}}}
+    odd = {"lexicon": 1, "id": "com.example.odd", "defs": {"main": {
+        "type": "procedure", "input": {"encoding": "application/json", "schema": {"type": "object", "required": 3,
+                                                                                    "properties": {"a": "<b>"}}}}}}
+    page = render(doc, {"com.example.odd": odd, "com.example.none": {"lexicon": 1, "id": "x", "defs": {"main": 1}}})
+    entry = page.split("id='xrpc-com.example.odd'", 1)[1]
+    assert "could not be read" in entry and "&lt;b&gt;" in entry and "<b>" not in entry
+    assert "com.example.none" not in page      # not a method, not a record: not listed

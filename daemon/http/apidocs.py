@@ -37,7 +37,7 @@ _EXAMPLES = {"did": "did:plc:ewvi7nxzyoun6zhxrhs64oiz", "handle": "alice.example
              "datetime": "2026-01-01T12:00:00.000Z", "uri": "https://example.com",
              "at-uri": "at://did:plc:ewvi7nxzyoun6zhxrhs64oiz/app.example.post/3kabc",
              "nsid": "com.example.thing", "record-key": "3kabc", "tid": "3kabcdefghi22",
-             "cid": "bafyreib2rxk3rh6kzwq", "language": "en", "at-identifier": "alice.example.com"}
+             "cid": "bafyreie5737gdxlw5i64vzichcalba3z2v5n6icifvx5xytvske7mr3hpm", "language": "en", "at-identifier": "alice.example.com"}
 _MAX_DEPTH = 4
 
 
@@ -67,11 +67,24 @@ class ApiDocsHandler(BaseHandler):
             self.app.reference_page = (page, gzip.compress(page, 6, mtime=0))
         plain, packed = self.app.reference_page
         self.set_header("Vary", "Accept-Encoding")
-        if "gzip" in self.request.headers.get("Accept-Encoding", ""):
+        if _takes_gzip(self.request.headers.get("Accept-Encoding", "")):
             self.set_header("Content-Encoding", "gzip")   # ~600 KB of HTML, a tenth of it packed
             self.finish(packed)
         else:
             self.finish(plain)
+
+
+def _takes_gzip(accept_encoding: str) -> bool:
+    """Whether an Accept-Encoding header takes gzip (named, and not with ``q=0``)."""
+    for part in accept_encoding.lower().split(","):
+        name, _, params = part.strip().partition(";")
+        if name.strip() in ("gzip", "x-gzip"):
+            q = params.replace(" ", "").partition("q=")[2]
+            try:
+                return not q or float(q) > 0
+            except ValueError:
+                return False
+    return False
 
 
 class ApiDocsStyleHandler(BaseHandler):
@@ -115,12 +128,11 @@ class Field:
     type: str
     required: bool
     notes: list[str]      # HTML, escaped
-    depth: int
 
 
 class Schemas:
-    """Reads JSON Schema (OpenAPI) or lexicon schemas as rows of fields. `lexicon` is the
-    document a lexicon schema comes from (its ``#def`` refs resolve there)."""
+    """Reads JSON Schema (OpenAPI) or lexicon schemas as rows of fields. Where a method takes
+    `base`, it is the id of the lexicon a schema comes from (its ``#def`` refs resolve there)."""
 
     def __init__(self, lexicons: dict[str, dict[str, Any]] | None = None) -> None:
         self.lexicons = lexicons or {}
@@ -214,7 +226,7 @@ class Schemas:
             kind = self.type_of(sub, base)
             if name in nullable:
                 kind += " or null"
-            yield Field(prefix + name, kind, name in required, self.notes(sub), depth)
+            yield Field(prefix + name, kind, name in required, self.notes(sub))
             found = self._inner(sub, base, seen) if depth < _MAX_DEPTH else None
             if found:
                 suffix, inner, inner_base = found
@@ -454,6 +466,20 @@ def _operation(path: str, method: str, op: dict[str, Any], base_url: str, schema
 
 def _lexicon(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[str, tuple[str, str, str]],
              service_did: str | None) -> str:
+    """A lexicon's entry; one whose shape this page cannot read is shown as its JSON (a
+    plugin's lexicon is data: the page must not fail on it)."""
+    try:
+        return _lexicon_entry(nsid, doc, schemas, by_method, service_did)
+    except (AttributeError, TypeError, KeyError, ValueError):
+        anchor = _e(f"xrpc-{nsid}")
+        return (f"<section class=op id='{anchor}' aria-labelledby='{anchor}-h'><h3 class=op-head id='{anchor}-h'>"
+                f"<code class=path>{_path(nsid)}</code></h3><p class=note>This lexicon's shape could not be read "
+                f"into tables; here it is as written:</p><pre><code>{_e(json.dumps(doc, indent=2, ensure_ascii=False))}"
+                "</code></pre></section>")
+
+
+def _lexicon_entry(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[str, tuple[str, str, str]],
+                   service_did: str | None) -> str:
     main = doc["defs"]["main"]
     kind = main.get("type", "")
     anchor = _e(f"xrpc-{nsid}")
@@ -498,6 +524,11 @@ def _lexicon(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: dict[s
     return "".join(out)
 
 
+def _main_type(doc: Any) -> Any:
+    main = doc.get("defs", {}).get("main") if isinstance(doc, dict) and isinstance(doc.get("defs"), dict) else None
+    return main.get("type") if isinstance(main, dict) else None
+
+
 def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = None,
            service_did: str | None = None) -> str:
     """The reference page of an OpenAPI document and of the lexicons (every value escaped);
@@ -511,9 +542,9 @@ def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = Non
             by_tag.setdefault((op.get("tags") or ["other"])[0], []).append((path, method, op))
             if op.get("x-atproto-method-id"):
                 by_method.setdefault(op["x-atproto-method-id"], (op["operationId"], method, path))
-    methods = {n: d for n, d in sorted(lexicons.items())
-               if d.get("defs", {}).get("main", {}).get("type") in ("query", "procedure", "subscription")}
-    records = {n: d for n, d in sorted(lexicons.items()) if d.get("defs", {}).get("main", {}).get("type") == "record"}
+    kinds = {n: _main_type(d) for n, d in lexicons.items()}
+    methods = {n: d for n, d in sorted(lexicons.items()) if kinds[n] in ("query", "procedure", "subscription")}
+    records = {n: d for n, d in sorted(lexicons.items()) if kinds[n] == "record"}
     base_url = (doc.get("servers") or [{}])[0].get("url") or "https://commonroom.example"
     info = doc["info"]
     title = f"{info['title']} API reference"
