@@ -129,7 +129,7 @@ def test_reference_page_renders_a_lexicon_s_output_with_its_refs_as_rows():
     entry = page.split("id='xrpc-com.example.list'", 1)[1]
     assert "<code class=path>com.<wbr>example.<wbr>list</code>" in entry
     assert "GET /<wbr>xrpc/<wbr>com.<wbr>example.<wbr>list" in entry
-    for row in ("limit", "items", "items[].</span>kind", "owner", "owner.</span>did", "owner.</span>self"):
+    for row in ("limit", "items", "items[].<wbr></span>kind", "owner", "owner.<wbr></span>did", "owner.<wbr></span>self"):
         assert f"<td class=name><code>{row}" in entry or f"<span class=depth>{row}" in entry, row
     assert "owner.self.did" not in entry        # a ref to itself is followed once
     assert "Known values: <code>a</code>, <code>b</code>" in entry and "Default <code>20</code>" in entry

@@ -159,7 +159,7 @@ class Schemas:
             inner = self.type_of(items, base)
             return "array of objects" if inner == "object" else f"array of {inner}"
         if kind == "ref":
-            return f"ref {s.get('ref', '')}"
+            return str(s.get("ref", "ref"))
         if kind == "union":
             return "union of " + ", ".join(s.get("refs", []))
         if kind == "string" and s.get("format"):
@@ -232,7 +232,7 @@ class Schemas:
                 suffix, inner, inner_base = found
                 yield from self.fields(inner, inner_base, f"{prefix}{name}{suffix}.", depth + 1, seen)
 
-    def table(self, s: dict[str, Any], base: str = "") -> str:
+    def table(self, s: dict[str, Any], base: str = "", label: str = "Field") -> str:
         """A schema as a table of its fields, or one sentence if it has none."""
         if s.get("type") == "ref" and s.get("ref"):
             resolved = self.resolve(s["ref"], base)
@@ -248,7 +248,7 @@ class Schemas:
             text = self.type_of(s, base)
             notes = self.notes(s)
             return f"<p>{_e(text.capitalize())}{'. ' + ' '.join(notes) if notes else ''}</p>"
-        out = [lead, "<table><thead><tr><th scope=col>Field</th><th scope=col>Type</th>"
+        out = [lead, f"<table><thead><tr><th scope=col>{label}</th><th scope=col>Type</th>"
                "<th scope=col>Required</th><th scope=col>Description</th></tr></thead><tbody>"]
         for f in rows:
             out.append(f"<tr><td class=name>{_name(f.name)}</td><td class=type data-label=Type>{_e(f.type)}</td>"
@@ -261,7 +261,9 @@ class Schemas:
 def _name(dotted: str) -> str:
     """``a.b[].c`` with the parents muted, so the field's own name stands out."""
     head, sep, last = dotted.rpartition(".")
-    return f"<code><span class=depth>{_e(head + sep)}</span>{_e(last)}</code>" if sep else _code(dotted)
+    if not sep:
+        return _code(dotted)
+    return f"<code><span class=depth>{_e(head + sep).replace('.', '.<wbr>')}</span>{_e(last)}</code>"
 
 
 def _required(required: bool) -> str:
@@ -500,7 +502,7 @@ def _lexicon_entry(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: 
     if facts:
         out.append(f"<ul class=facts>{''.join(facts)}</ul>")
     if kind in ("query", "procedure", "subscription") and (main.get("parameters") or {}).get("properties"):
-        out.append("<h4>Parameters</h4>" + schemas.table(main["parameters"], nsid))
+        out.append("<h4>Parameters</h4>" + schemas.table(main["parameters"], nsid, "Name"))
     for key, title in (("input", "Input"), ("output", "Output")):
         part = main.get(key)
         if isinstance(part, dict):
