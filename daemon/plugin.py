@@ -30,7 +30,7 @@ from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.config import ConfigError, check_range
 from daemon.base.primitives import Clock, FakeClock, KeyedLocks, iso
-from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders
+from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders, declared
 from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.events import EVENT_TYPES, AppSet, Audience, Event, emit_tx, event_data_for
@@ -45,7 +45,7 @@ TESTING_PLUGIN = "commonroom_testing"
 
 __all__ = [
     # plugins and hooks
-    "hookimpl", "__version__", "Application",
+    "hookimpl", "declared", "__version__", "Application",
     # HTTP handlers and their declarations
     "BaseHandler", "ApiError", "Principal", "encode_cursor", "decode_cursor", "DID_PATTERN",
     "operation", "query", "header", "obj", "arr", "nullable", "page", "Response", "html", "redirect",

@@ -16,14 +16,27 @@ client, pinned to CPU 1), so the two do not share an event loop. Usage:
 3. idle: the service's RSS before and after `--idle` subscribers connect and sit idle (and
    after 100 events reach all of them).
 4. membership/check requests per second (bench_membership.py's load generator, 16
-   connections) in `--check-pairs` pairs of rounds: without subscribers, then with `--idle`
-   idle ones; the change is taken per pair, then the median.
+   connections) in `--check-pairs` pairs of rounds, without and with `--idle` idle
+   subscribers (the order alternates: ABBA, so a drift of the machine's speed hits both
+   alike). Per round: the rate, the service's CPU time per request and how busy it was
+   (its CPU time / the round's length: near 100 % the service is the bottleneck, well
+   below it the load generator or the machine is), and its garbage collector's passes and time (what 1,000
+   more connections on the heap may cost). Each figure is the median of its rounds, like
+   bench_membership.py; the change is taken within each pair, then the median. Each
+   condition runs two loads: as fast as the service answers (the rate; on a shared machine
+   it is often the load generator's), and paced at `--paced-rate` requests per second on a
+   fixed schedule (the same work with and without subscribers: the service's CPU time per
+   request then says what the idle subscribers cost it, pings included; at saturation the
+   rate falls by about as much as that rises).
+
+`--phases idle,check` runs only the last two (no backlog in the database).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -32,7 +45,9 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -89,21 +104,50 @@ async def idle(count):
     for t in tasks:
         t.cancel()
 
-def check(did, member, seconds):
-    # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1)
+def check(did, member, seconds, rate):
+    # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1), as
+    # fast as the service answers; or, with a rate, 16 connections sending on a fixed schedule
     sys.path.insert(0, os.path.join(os.environ["CR_REPO"], "scripts"))
     from bench_membership import http_post, load
     auth = {"X-Api-Key": key}
     path = f"/api/v1/communities/{did}/membership/check"
     requests = [http_post(path, auth, {"userDid": member if i % 2 else f"did:plc:nobody{i:06d}"})
                 for i in range(200)]
-    stats = load(("127.0.0.1", int(port), requests, seconds, 16))
+    if rate:
+        stats = {"latencies": [], "statuses": {}}
+        asyncio.run(paced(requests, seconds, rate, 16, stats))
+    else:
+        stats = load(("127.0.0.1", int(port), requests, seconds, 16))
     print(json.dumps({"requests": len(stats["latencies"]), "statuses": stats["statuses"]}), flush=True)
+
+async def paced(requests, seconds, rate, connections, stats):
+    import re
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {1})
+    interval = connections / rate
+    start = time.perf_counter() + 0.2
+    async def one(n):
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(port))
+        due = start + n * interval / connections
+        for i in range(n, 10**9, connections):
+            if due >= start + seconds:
+                break
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            sent = time.perf_counter()
+            writer.write(requests[i % len(requests)])
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(int(re.search(rb"(?i)content-length: *([0-9]+)", head).group(1)))
+            stats["latencies"].append(time.perf_counter() - sent)
+            code = head.split(None, 2)[1].decode()
+            stats["statuses"][code] = stats["statuses"].get(code, 0) + 1
+            due += interval
+        writer.close()
+    await asyncio.gather(*(one(n) for n in range(connections)))
 
 if mode == "replay":
     asyncio.run(replay(sys.argv[4], int(sys.argv[5])))
 elif mode == "check":
-    check(sys.argv[4], sys.argv[5], float(sys.argv[6]))
+    check(sys.argv[4], sys.argv[5], float(sys.argv[6]), float(sys.argv[7]))
 elif mode == "live":
     asyncio.run(live(int(sys.argv[4])))
 else:
@@ -135,17 +179,52 @@ async def client(*args: str) -> asyncio.subprocess.Process:
                                                 env={**os.environ, "CR_REPO": str(REPO)})
 
 
-async def check_rate(port: int, key: str, community: str, member: str, seconds: float) -> tuple[float, float]:
+class GcTimer:
+    """The garbage collector's passes and time in this process (`gc.callbacks`)."""
+
+    def __init__(self) -> None:
+        self.passes = [0, 0, 0]
+        self.seconds = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+            self.passes[info["generation"]] += 1
+
+    def snapshot(self) -> tuple[list[int], float]:
+        return list(self.passes), self.seconds
+
+
+@dataclass
+class Round:
+    rate: float           # requests per second
+    cpu_us: float         # the service's CPU time per request, µs
+    busy: float           # the service's CPU time / wall time
+    gc_passes: list[int]  # the collector's passes by generation
+    gc_ms: float          # the collector's time in the round, ms
+
+
+async def check_rate(port: int, key: str, community: str, member: str, seconds: float,
+                     gc_timer: GcTimer | None = None, rate: float = 0.0) -> Round:
     """membership/check requests per second from bench_membership's load generator, and the
     service's CPU time per request in µs (this process, all threads: steadier than the rate
-    on a shared machine)."""
-    proc = await client("check", str(port), key, community, member, str(seconds))
+    on a shared machine), how busy it was, and its collector's work meanwhile."""
+    gc_before = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
+    proc = await client("check", str(port), key, community, member, str(seconds), str(rate))
     cpu = time.process_time()
     out, _ = await proc.communicate()
     cpu = time.process_time() - cpu
+    gc_after = gc_timer.snapshot() if gc_timer else ([0, 0, 0], 0.0)
     result = json.loads(out.splitlines()[-1])
     assert set(result["statuses"]) == {"200"}, result
-    return result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"])
+    if rate:
+        seconds = max(seconds, result["requests"] / rate)   # a paced round ran no faster than its schedule
+    return Round(result["requests"] / seconds, 1e6 * cpu / max(1, result["requests"]), cpu / seconds,
+                 [a - b for a, b in zip(gc_after[0], gc_before[0])], 1000 * (gc_after[1] - gc_before[1]))
 
 
 async def open_idle(port: int, key: str, count: int) -> asyncio.subprocess.Process:
@@ -171,20 +250,24 @@ async def main() -> None:
     parser.add_argument("--live-events", type=int, default=1000)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--check-seconds", type=float, default=3.0, help="per membership/check round")
-    parser.add_argument("--check-pairs", type=int, default=5,
-                        help="membership/check rounds without and then with the idle subscribers")
+    parser.add_argument("--check-pairs", type=int, default=6,
+                        help="pairs of membership/check rounds, without and with the idle subscribers")
+    parser.add_argument("--paced-rate", type=float, default=600.0,
+                        help="membership/check requests per second of the paced rounds (0: none)")
+    parser.add_argument("--phases", default="replay,live,idle,check",
+                        help="which phases to run, of replay,live,idle,check")
     args = parser.parse_args()
+    phases = set(args.phases.split(","))
+    if not phases or phases - {"replay", "live", "idle", "check"}:
+        parser.error("--phases: a comma-separated list of replay, live, idle, check")
 
     import yaml
     from tornado.httpserver import HTTPServer
 
-    from daemon.http.base import encode_cursor
     from daemon.runtime.app import create_app, load_config
-    from daemon.runtime.events import emit_tx
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from store import apps as apps_store
     from plugins.communities import store as communities
-    from daemon.runtime import events as events_store
 
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {0})
@@ -216,89 +299,150 @@ async def main() -> None:
                 creator_did="did:plc:bench-owner", creator_app_id=app_id, proof_rkey="3kbench",
                 now=now, state="active")
 
-        # ---- 1. replay a backlog
-        start = encode_cursor([(await events_store.bounds(app.db))[1]])
-        began = time.time()
-        for first in range(0, args.backlog, 1000):
-            async with app.db.transaction("bench.emit") as tx:
-                for i in range(first, min(args.backlog, first + 1000)):
-                    await emit_tx(app, tx, "member.joined", community_did=community,
-                                  data={"memberDid": f"did:plc:backlog{i:07d}"})
-        print(f"committed a backlog of {args.backlog} events in {time.time() - began:.1f} s")
-        proc = await client("replay", str(port), key, start, str(args.backlog))
-        out, _ = await proc.communicate()
-        result = json.loads(out)
-        print(f"replay: {result['count']} events in {result['seconds']:.2f} s = "
-              f"{result['count'] / result['seconds']:,.0f} events/s (from the connect; "
-              f"{result['count'] / result['after_upgrade']:,.0f} events/s after the upgrade)")
-
-        # ---- 2. live delay at a steady rate
-        proc = await client("live", str(port), key, str(args.live_events))
-        assert proc.stdout is not None
-        assert (await proc.stdout.readline()).strip() == b"ready"
-        await asyncio.sleep(0.3)
-        commits: dict[str, float] = {}
-        interval = 1.0 / args.rate
-        t0 = time.monotonic()
-        for i in range(args.live_events):
-            stamp: list[float] = []
-            async with app.db.transaction("bench.emit_one") as tx:
-                tx.after_commit(lambda: stamp.append(time.time()))  # runs first: the commit's end
-                event = await emit_tx(app, tx, "member.joined", community_did=community,
-                                      data={"memberDid": f"did:plc:live{i:07d}"})
-            commits[event.id] = stamp[0]
-            pause = t0 + (i + 1) * interval - time.monotonic()
-            if pause > 0:
-                await asyncio.sleep(pause)
-        out, _ = await proc.communicate()
-        arrivals = json.loads(out)
-        delays = [(arrivals[e] - t) * 1000 for e, t in commits.items() if e in arrivals]
-        print(f"live at {args.rate:.0f} events/s over {len(delays)}/{len(commits)} events: commit -> received "
-              f"median {statistics.median(delays):.2f} ms, p99 {percentile(delays, 99):.2f} ms, "
-              f"max {max(delays):.2f} ms")
-
-        # ---- 3. idle subscribers: memory
-        await asyncio.sleep(1)
-        before = rss_mb()
-        proc = await open_idle(port, key, args.idle)
-        await asyncio.sleep(2)
-        connected = len(app.extensions["events"].subscribers)
-        idle_rss = rss_mb()
-        for i in range(100):
-            async with app.db.transaction("bench.emit_idle") as tx:
-                await emit_tx(app, tx, "member.joined", community_did=community,
-                              data={"memberDid": f"did:plc:idle{i:07d}"})
-        await asyncio.sleep(3)
-        after_events = rss_mb()
-        received = await close_idle(proc)
-        print(f"idle: {connected} subscribers connected; service RSS {before:.1f} MB -> {idle_rss:.1f} MB "
-              f"(+{idle_rss - before:.1f} MB), after 100 events to each ({received} messages received) "
-              f"{after_events:.1f} MB (+{after_events - before:.1f} MB)")
-
-        # ---- 4. membership/check with and without idle subscribers
-        member = "did:plc:benchmember"
-        async with app.db.transaction("bench.member") as tx:
-            await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
-                             "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
-        await check_rate(port, key, community, member, 1.0)  # warm-up
-        ratios, without, with_idle = [], [], []
-        for _ in range(args.check_pairs):  # paired rounds: the machine's speed drifts
-            without.append(await check_rate(port, key, community, member, args.check_seconds))
-            proc = await open_idle(port, key, args.idle)
-            await asyncio.sleep(1)
-            with_idle.append(await check_rate(port, key, community, member, args.check_seconds))
-            await close_idle(proc)
-            await asyncio.sleep(1)
-            ratios.append((with_idle[-1][0] / without[-1][0], with_idle[-1][1] / without[-1][1]))
-        show = lambda rounds: ", ".join(f"{r:,.0f}/s {c:.0f} µs" for r, c in rounds)  # noqa: E731
-        print(f"membership/check (rate, service CPU per request): without subscribers {show(without)}; "
-              f"with {args.idle} idle {show(with_idle)}; median change: rate "
-              f"{100 * (statistics.median(r for r, _ in ratios) - 1):+.1f} %, CPU per request "
-              f"{100 * (statistics.median(c for _, c in ratios) - 1):+.1f} %")
+        if "replay" in phases:
+            await replay_phase(app, args, port, key, community)
+        if "live" in phases:
+            await live_phase(app, args, port, key, community)
+        if "idle" in phases:
+            await idle_phase(app, args, port, key, community)
+        if "check" in phases:
+            await check_phase(app, args, port, key, community, now)
     finally:
         server.stop()
         await app.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def replay_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.http.base import encode_cursor
+    from daemon.runtime.events import emit_tx
+    from daemon.runtime import events as events_store
+
+    # ---- 1. replay a backlog
+    start = encode_cursor([(await events_store.bounds(app.db))[1]])
+    began = time.time()
+    for first in range(0, args.backlog, 1000):
+        async with app.db.transaction("bench.emit") as tx:
+            for i in range(first, min(args.backlog, first + 1000)):
+                await emit_tx(app, tx, "member.joined", community_did=community,
+                              data={"memberDid": f"did:plc:backlog{i:07d}"})
+    print(f"committed a backlog of {args.backlog} events in {time.time() - began:.1f} s")
+    proc = await client("replay", str(port), key, start, str(args.backlog))
+    out, _ = await proc.communicate()
+    result = json.loads(out)
+    print(f"replay: {result['count']} events in {result['seconds']:.2f} s = "
+          f"{result['count'] / result['seconds']:,.0f} events/s (from the connect; "
+          f"{result['count'] / result['after_upgrade']:,.0f} events/s after the upgrade)")
+
+
+
+async def live_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.runtime.events import emit_tx
+
+    # ---- 2. live delay at a steady rate
+    proc = await client("live", str(port), key, str(args.live_events))
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    await asyncio.sleep(0.3)
+    commits: dict[str, float] = {}
+    interval = 1.0 / args.rate
+    t0 = time.monotonic()
+    for i in range(args.live_events):
+        stamp: list[float] = []
+        async with app.db.transaction("bench.emit_one") as tx:
+            tx.after_commit(lambda: stamp.append(time.time()))  # runs first: the commit's end
+            event = await emit_tx(app, tx, "member.joined", community_did=community,
+                                  data={"memberDid": f"did:plc:live{i:07d}"})
+        commits[event.id] = stamp[0]
+        pause = t0 + (i + 1) * interval - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+    out, _ = await proc.communicate()
+    arrivals = json.loads(out)
+    delays = [(arrivals[e] - t) * 1000 for e, t in commits.items() if e in arrivals]
+    print(f"live at {args.rate:.0f} events/s over {len(delays)}/{len(commits)} events: commit -> received "
+          f"median {statistics.median(delays):.2f} ms, p99 {percentile(delays, 99):.2f} ms, "
+          f"max {max(delays):.2f} ms")
+
+
+
+async def idle_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str) -> None:
+    from daemon.runtime.events import emit_tx
+
+    # ---- 3. idle subscribers: memory
+    await asyncio.sleep(1)
+    before = rss_mb()
+    proc = await open_idle(port, key, args.idle)
+    await asyncio.sleep(2)
+    connected = len(app.extensions["events"].subscribers)
+    idle_rss = rss_mb()
+    for i in range(100):
+        async with app.db.transaction("bench.emit_idle") as tx:
+            await emit_tx(app, tx, "member.joined", community_did=community,
+                          data={"memberDid": f"did:plc:idle{i:07d}"})
+    await asyncio.sleep(3)
+    after_events = rss_mb()
+    received = await close_idle(proc)
+    print(f"idle: {connected} subscribers connected; service RSS {before:.1f} MB -> {idle_rss:.1f} MB "
+          f"(+{idle_rss - before:.1f} MB), after 100 events to each ({received} messages received) "
+          f"{after_events:.1f} MB (+{after_events - before:.1f} MB)")
+
+
+
+async def check_phase(app: Any, args: argparse.Namespace, port: int, key: str, community: str, now: str) -> None:
+    # ---- 4. membership/check with and without idle subscribers
+    member = "did:plc:benchmember"
+    async with app.db.transaction("bench.member") as tx:
+        await tx.execute("INSERT INTO members (community_did, member_did, confirmed_at, proof_rkey) "
+                         "VALUES (?, ?, ?, ?)", (community, member, now, "3kbenchm"))
+    gc_timer = GcTimer()
+    await check_rate(port, key, community, member, 1.0)  # warm-up
+    loads = [("as fast as it answers", 0.0)] + ([(f"paced at {args.paced_rate:,.0f}/s", args.paced_rate)]
+                                                if args.paced_rate else [])
+    # rounds[load][which]: the rounds of one load, without and with the idle subscribers
+    rounds: dict[str, dict[str, list[Round]]] = {name: {"without": [], "with": []} for name, _ in loads}
+
+    async def measure(which: str) -> None:
+        for name, rate in loads:
+            rounds[name][which].append(await check_rate(port, key, community, member, args.check_seconds,
+                                                        gc_timer, rate))
+
+    for i in range(args.check_pairs):  # ABBA: the machine's speed drifts
+        order = ("without", "with") if i % 2 == 0 else ("with", "without")
+        for which in order:
+            if which == "with":
+                proc = await open_idle(port, key, args.idle)
+                await asyncio.sleep(1)
+                await measure(which)
+                await close_idle(proc)
+            else:
+                await measure(which)
+            await asyncio.sleep(1)
+        print(f"pair {i + 1}/{args.check_pairs} ({' then '.join(order)}): " + "; ".join(
+            f"{name}: {show(rounds[name]['without'][-1])} | with {args.idle} idle: {show(rounds[name]['with'][-1])}"
+            for name, _ in loads), flush=True)
+    median = statistics.median
+    for name, _ in loads:
+        for which, label in (("without", "without subscribers"), ("with", f"with {args.idle} idle")):
+            got = rounds[name][which]
+            print(f"membership/check {name}, {label}, medians of {len(got)} rounds: "
+                  f"{median(r.rate for r in got):,.0f}/s (rounds {min(r.rate for r in got):,.0f}-"
+                  f"{max(r.rate for r in got):,.0f}), {median(r.cpu_us for r in got):.0f} µs CPU/req "
+                  f"({min(r.cpu_us for r in got):.0f}-{max(r.cpu_us for r in got):.0f}), "
+                  f"service busy {100 * median(r.busy for r in got):.0f} %, "
+                  f"GC {median(r.gc_ms for r in got):.1f} ms/round (gen2 passes {median(r.gc_passes[2] for r in got):.0f})")
+        pairs = list(zip(rounds[name]["without"], rounds[name]["with"]))
+        rate = sorted(b.rate / a.rate for a, b in pairs)
+        cpu = sorted(b.cpu_us / a.cpu_us for a, b in pairs)
+        print(f"membership/check {name}: change with {args.idle} idle subscribers, median of the per-pair "
+              f"ratios: rate {100 * (median(rate) - 1):+.1f} % (pairs {100 * (rate[0] - 1):+.1f} to "
+              f"{100 * (rate[-1] - 1):+.1f} %), CPU per request {100 * (median(cpu) - 1):+.1f} % "
+              f"(pairs {100 * (cpu[0] - 1):+.1f} to {100 * (cpu[-1] - 1):+.1f} %)")
+
+
+def show(r: Round) -> str:
+    return (f"{r.rate:,.0f}/s {r.cpu_us:.0f} µs busy {100 * r.busy:.0f} % "
+            f"GC {r.gc_ms:.1f} ms ({'/'.join(map(str, r.gc_passes))})")
 
 
 if __name__ == "__main__":

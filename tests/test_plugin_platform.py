@@ -90,6 +90,45 @@ def test_a_plugin_that_fails_its_declarations_leaves_no_migration_behind(tmp_pat
     assert not config.database_path.exists()
 
 
+def test_declared_hooks_in_a_module_are_found_and_checked_like_written_ones(tmp_path):
+    """`declared(value)` assigned to a hook's name in a plugin's module: pluggy finds it, the
+    declarations are collected and checked as any; a path is answered as a string, a list
+    as a copy the caller cannot change the plugin's own through."""
+    import json
+    import types
+
+    from daemon.plugin import WebFolders, declared
+
+    lexicons = tmp_path / "lexicons"
+    lexicons.mkdir()
+    (lexicons / "com.example.bulletins.post.json").write_text(json.dumps(
+        {"lexicon": 1, "id": "com.example.bulletins.post", "defs": {"main": {"type": "procedure"}}}))
+    kinds = [BULLETIN_POSTED]
+    module = types.ModuleType("bulletins")
+    module.cr_event_kinds = declared(kinds)
+    module.cr_capabilities = declared([Capability("bulletins.pin", "pin a notice", moderator=True)])
+    module.cr_lexicons = declared(lexicons)
+    module.cr_web_folders = declared(WebFolders(templates=str(tmp_path)))
+    module.cr_migrations = declared(("bulletins", tmp_path / "migrations"))
+    pm = build_plugin_manager(load_entry_points=False)
+    pm.register(module, name="bulletins")
+    found = collect(pm)
+    assert found.owner("event kind", "bulletin.posted") == "bulletins"
+    assert found.capabilities["bulletins.pin"].moderator
+    assert "com.example.bulletins.post" in found.method_lexicons()
+    assert found.web_folders["bulletins"].templates == str(tmp_path)
+    assert module.cr_migrations() == ("bulletins", str(tmp_path / "migrations"))
+    assert module.cr_lexicons() == str(lexicons)
+    module.cr_event_kinds().clear()
+    assert module.cr_event_kinds() == [BULLETIN_POSTED] and kinds == [BULLETIN_POSTED]
+    # checked like any: the same kind declared twice stops start-up
+    twice = types.ModuleType("twice")
+    twice.cr_event_kinds = declared([BULLETIN_POSTED, BULLETIN_POSTED])
+    pm.register(twice, name="twice")
+    with pytest.raises(DeclarationError, match="twice"):
+        collect(pm)
+
+
 # ------------------------------------------------------------------ services by type
 
 

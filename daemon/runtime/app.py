@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Iterable,
 import pluggy
 import tornado.web
 
-from daemon.http.apidocs import ApiDocsHandler, OpenApiHandler
+from daemon.http import apidocs
 from daemon.base.primitives import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
@@ -219,6 +219,8 @@ class Application(tornado.web.Application):
         #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
         self.xrpc_methods: dict[str, Any] | None = None
         self.xrpc_lexicons: Lexicons | None = None
+        #: /api/v1/docs as sent, plain and gzipped: rendered once (daemon/http/apidocs.py)
+        self.reference_page: tuple[bytes, bytes] | None = None
         self.metrics = Metrics(self)
         self.access_log = AccessLog(config.access_log.successful_reads, _access_log)
         #: `cr_authenticate`, called on every authenticated request (daemon/http/base.py)
@@ -449,7 +451,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         app = Application(config, pm, db, clock, declarations)
         app.repeat_periodic = repeat_periodic
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
-                               (r"/api/v1/openapi\.json", OpenApiHandler), (r"/api/v1/docs", ApiDocsHandler),
+                               *apidocs.routes(),
                                *proofs.routes(), *xrpc.routes()]
         for contributed in pm.hook.cr_routes(app=app):
             routes.extend(contributed or [])

@@ -12,13 +12,15 @@ apps read.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pluggy
 
+from daemon import hookimpl
 from daemon.runtime.plugins import PluginError, results_by_plugin
 
 #: ``<prefix>.<what>``: lower-case words joined by dots, camelCase allowed after the first.
@@ -120,6 +122,28 @@ class Link:
     label: str
     href: Any
     when: Any = None
+
+
+def declared(value: Any) -> Callable[[], Any]:
+    """A hook implementation that only answers `value`, for the hooks that declare what a
+    plugin is rather than do something (`cr_plugin_requires`, `cr_config_section`,
+    `cr_migrations`, `cr_event_kinds`, `cr_capabilities`, `cr_lexicons`, `cr_web_folders`,
+    `cr_web_links`): assign it to the hook's name in the plugin's module::
+
+        cr_event_kinds = declared(EVENT_KINDS)
+        cr_lexicons = declared(HERE / "lexicons")
+
+    A path is answered as a string (in a tuple too); a list is copied on each call, so no
+    caller can change the plugin's own."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    elif isinstance(value, tuple):
+        value = tuple(os.fspath(v) if isinstance(v, os.PathLike) else v for v in value)
+
+    def declaration() -> Any:
+        return list(value) if isinstance(value, list) else value
+    declaration.__qualname__ = declaration.__name__ = f"declared({value!r:.60})"
+    return hookimpl(declaration)
 
 
 @dataclass

@@ -9,54 +9,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon.plugin import Capability, EventKind, Link, WebFolders, hookimpl
+from daemon.plugin import WebFolders, declared, hookimpl
+from plugins.reports.declarations import CAPABILITIES, EVENT_KINDS, LINKS
+from plugins.reports.settings import ReportsConfig
 
 HERE = Path(__file__).parent
 
-
-@hookimpl
-def cr_config_section() -> tuple[str, type]:
-    from plugins.reports.settings import ReportsConfig
-    return ("reports", ReportsConfig)
-
-
-@hookimpl
-def cr_plugin_requires() -> list[str]:
-    # its table references the communities'; members and bans are theirs, records the records'
-    return ["communities", "records"]
-
-
-@hookimpl
-def cr_migrations() -> tuple[str, str]:
-    return ("reports", str(HERE / "migrations"))
-
-
-@hookimpl
-def cr_event_kinds() -> list[EventKind]:
-    from plugins.reports.declarations import EVENT_KINDS
-    return EVENT_KINDS
-
-
-@hookimpl
-def cr_capabilities() -> list[Capability]:
-    from plugins.reports.declarations import CAPABILITIES
-    return CAPABILITIES
-
-
-@hookimpl
-def cr_lexicons() -> str:
-    return str(HERE / "lexicons")   # the method ids' lexicons: community.commonroom.reports.*
-
-
-@hookimpl
-def cr_web_folders() -> WebFolders:
-    return WebFolders(templates=str(HERE / "templates"))
-
-
-@hookimpl
-def cr_web_links() -> list[Link]:
-    from plugins.reports.declarations import LINKS
-    return LINKS
+cr_config_section = declared(("reports", ReportsConfig))
+# its table references the communities'; members and bans are theirs, records the records'
+cr_plugin_requires = declared(["communities", "records"])
+cr_migrations = declared(("reports", HERE / "migrations"))
+cr_event_kinds = declared(EVENT_KINDS)
+cr_capabilities = declared(CAPABILITIES)
+cr_lexicons = declared(HERE / "lexicons")   # the method ids' lexicons: community.commonroom.reports.*
+cr_web_folders = declared(WebFolders(templates=str(HERE / "templates")))
+cr_web_links = declared(LINKS)
 
 
 @hookimpl

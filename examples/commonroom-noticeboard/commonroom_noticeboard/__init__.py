@@ -8,54 +8,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon.plugin import Capability, EventKind, Link, WebFolders, hookimpl
+from commonroom_noticeboard.config import NoticeboardConfig
+from commonroom_noticeboard.declarations import CAPABILITIES, EVENT_KINDS, LINKS
+from daemon.plugin import WebFolders, declared, hookimpl
 
 HERE = Path(__file__).parent
 
-
-@hookimpl
-def cr_plugin_requires() -> list[str]:
-    # its table references the communities', and it asks their service who is a member
-    return ["communities"]
-
-
-@hookimpl
-def cr_config_section() -> tuple[str, type]:
-    from commonroom_noticeboard.config import NoticeboardConfig
-    return ("noticeboard", NoticeboardConfig)
-
-
-@hookimpl
-def cr_migrations() -> tuple[str, str]:
-    return ("noticeboard", str(HERE / "migrations"))
-
-
-@hookimpl
-def cr_event_kinds() -> list[EventKind]:
-    from commonroom_noticeboard.declarations import EVENT_KINDS
-    return EVENT_KINDS
-
-
-@hookimpl
-def cr_capabilities() -> list[Capability]:
-    from commonroom_noticeboard.declarations import CAPABILITIES
-    return CAPABILITIES
-
-
-@hookimpl
-def cr_lexicons() -> str:
-    return str(HERE / "lexicons")   # the method ids' lexicons: com.example.noticeboard.*
-
-
-@hookimpl
-def cr_web_folders() -> WebFolders:
-    return WebFolders(templates=str(HERE / "templates"), static=str(HERE / "static"))
-
-
-@hookimpl
-def cr_web_links() -> list[Link]:
-    from commonroom_noticeboard.declarations import LINKS
-    return LINKS
+# its table references the communities', and it asks their service who is a member
+cr_plugin_requires = declared(["communities"])
+cr_config_section = declared(("noticeboard", NoticeboardConfig))
+cr_migrations = declared(("noticeboard", HERE / "migrations"))
+cr_event_kinds = declared(EVENT_KINDS)
+cr_capabilities = declared(CAPABILITIES)
+cr_lexicons = declared(HERE / "lexicons")   # the method ids' lexicons: com.example.noticeboard.*
+cr_web_folders = declared(WebFolders(templates=str(HERE / "templates"), static=str(HERE / "static")))
+cr_web_links = declared(LINKS)
 
 
 @hookimpl
