@@ -68,7 +68,7 @@ async def test_the_reference_page_reads_well_at_1280_and_390_px(app, client, tmp
             assert await page.locator(f"section.op[id='xrpc-{check}'] td.name", has_text="userDid").count() == 1
             assert await join.locator(f"a[href='#xrpc-{app.config.atproto.namespace}.membership.join']").count() == 1
             example = await page.locator(f"section.op[id='xrpc-{check}'] pre").first.inner_text()
-            assert f"atproto-proxy: {app.proofs.did}#commonroom" in example and f"/xrpc/{check}?userDid=did:" in example
+            assert f"atproto-proxy: {app.proofs.did}#commonroom" in example and f"/xrpc/{check}?community=did:" in example
 
             for width, height in ((1280, 900), (390, 844)):
                 await page.set_viewport_size({"width": width, "height": height})
