@@ -16,7 +16,7 @@ import pluggy
 import tornado.web
 
 from daemon.http import apidocs
-from daemon.base.primitives import Clock
+from daemon.base import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
 from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.declarations import Capability, EventKind, Link, WebFolders
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
-    from daemon.base.types import Principal
+    from daemon.base import Principal
     from daemon.http.base import BaseHandler
     from daemon.sync import Interest, SyncEvent
     from store.db import Transaction
