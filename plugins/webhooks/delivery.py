@@ -16,6 +16,10 @@ not sent before N is settled (delivered, or given up). A failed attempt stops th
 before they are written means those events are sent again (at least once, never lost).
 Requests go out through `sender.Sender` (keep-alive connections, the outbound guard on
 each new one).
+
+The queue's queries (its table, `webhook_deliveries`, and what fan-out and the loop read
+of the webhooks) are at the end of this module; the webhooks' registration and listing
+queries are `store.py`'s.
 """
 
 from __future__ import annotations
