@@ -27,7 +27,7 @@ from tornado.testing import bind_unused_port
 
 from commonroom_testing.http import Client, serve_app
 from daemon.runtime.app import create_app, migration_components, plugin_sections
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from daemon.runtime.config import Config
 from daemon.runtime.plugins import build_plugin_manager
 from store.db import Database

@@ -21,7 +21,7 @@ from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime,
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
-from daemon.base.types import ApiError, Principal
+from daemon.base import ApiError, Principal
 from daemon.http.base import BaseHandler, decode_cursor, encode_cursor, invalid, strip_spoofing, validate
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
                                  STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
@@ -29,7 +29,7 @@ from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DAT
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.config import ConfigError, check_range
-from daemon.base.primitives import Clock, FakeClock, KeyedLocks, iso
+from daemon.base import Clock, FakeClock, KeyedLocks, iso
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders, declared
 from daemon.runtime.retention import prune_in_batches
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next

@@ -130,7 +130,7 @@ def seed(state: Path) -> dict[str, Any]:
     def spread(i: int) -> str:
         return BIG if i % 5 == 0 else community_did(1 + i % (COMMUNITIES - 1))
 
-    from daemon.base.primitives import iso
+    from daemon.base import iso
     now = time.time()
 
     def stamp(i: int, n: int, days: float = 180) -> str:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from daemon.atproto import syntax
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from daemon.http.base import ApiError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from daemon.base.primitives import Clock, FakeClock
+from daemon.base import Clock, FakeClock
 
 
 async def settle() -> None:

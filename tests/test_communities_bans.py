@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon.base.primitives import FakeClock, iso
+from daemon.base import FakeClock, iso
 from tests.fixtures_communities import Api, devnet_module_fixtures, pds_record, proofs_on_pds
 
 pytestmark = pytest.mark.pds

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from daemon.base.primitives import iso
+from daemon.base import iso
 from tests.fixtures_communities import Api, devnet_module_fixtures, proofs_on_pds
 
 pytestmark = pytest.mark.pds

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from tests.fixtures_communities import Api, devnet_module_fixtures
 from tests.test_identity_proofs import bearer, token
 from tests.test_records_api import note, path

@@ -1,7 +1,7 @@
 """`daemon/` is in layers by concern (docs/plugins.md, "The core's layers"): base < http <
 security < atproto < sync < runtime. A module imports only its own layer or those below
 (`if TYPE_CHECKING:` imports aside; the clock and keyed locks every layer uses are the
-bottom layer's, `daemon.base.primitives`), so the old import circle (app <-> http <-> lean <-> plugins <-> events <->
+bottom layer's, `daemon.base`), so the old import circle (app <-> http <-> lean <-> plugins <-> events <->
 hookspecs <-> sessions) cannot come back."""
 
 import ast
@@ -50,7 +50,7 @@ def test_the_bottom_layer_imports_nothing_of_daemon_or_tornado() -> None:
 
 def test_the_shared_types_are_one_class_wherever_they_are_imported_from() -> None:
     import daemon.plugin
-    from daemon.base.types import ApiError, Principal
+    from daemon.base import ApiError, Principal
     from daemon.http import base
     assert base.ApiError is ApiError is daemon.plugin.ApiError
     assert base.Principal is Principal is daemon.plugin.Principal

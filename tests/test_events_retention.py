@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from plugins.events.retention import prune_events
 from daemon.runtime import events as events_store
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_app_key, make_community, wait_until

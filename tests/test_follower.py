@@ -26,7 +26,7 @@ NOW = 1_800_000_000.0  # the FakeClock's start (this module's own, see `clock`)
 def clock():
     """A fixed start, so the copy written below is as old as its comments say (the shipped
     fixture starts at the real time)."""
-    from daemon.base.primitives import FakeClock
+    from daemon.base import FakeClock
     return FakeClock(start=NOW)
 KEY = new_key()
 

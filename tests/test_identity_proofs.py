@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from daemon.atproto.proofs import ReplayCache, service_did
 from tests.conftest import REPO
 from tests.fixtures_communities import Api, devnet_module_fixtures

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from tests.conftest import deep_merge
 from tests.fixtures_communities import seed_community
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, allow_app, emit_events, make_app_key, settle, wait_until

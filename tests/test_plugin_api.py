@@ -39,7 +39,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "events": {
         "daemon.runtime.events": "the events outbox's queries, the core table plugins may read (docs/plugins.md)",
         "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
-        "daemon.runtime.plugins": "call_hook for cr_events_needed: " + _INTERNAL,
     },
     "webhooks": {
         "store.apps": _STORE_OTHER,

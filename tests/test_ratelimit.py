@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from daemon.security.ratelimit import RateLimiter
 from tests.helpers import login_as, register_app
 from tests.plugin_testroutes import plugin as testroutes

@@ -202,7 +202,7 @@ class TestRecordWebhooks:
     def clock(self):
         import time
 
-        from daemon.base.primitives import FakeClock
+        from daemon.base import FakeClock
         return FakeClock(start=time.time())
 
     async def test_record_events_reach_a_verified_webhook(self, app, client, people, receiver):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.runtime import retention
-from daemon.base.primitives import iso
+from daemon.base import iso
 from plugins.communities.retention import DeniedAuditPruner
 
 DAY = 86400.0

@@ -135,7 +135,7 @@ def test_online_backup_copies_a_consistent_database(tmp_path):
 
 
 async def test_keyed_locks_serialise_per_key_and_forget_idle_keys():
-    from daemon.base.primitives import KeyedLocks
+    from daemon.base import KeyedLocks
     locks, order = KeyedLocks(), []
 
     async def work(key, tag, pause):
@@ -226,7 +226,7 @@ async def test_commit_counter_moves_even_if_the_committing_caller_is_cancelled(t
 
 
 async def test_a_task_holding_a_key_holds_it_again_without_waiting():
-    from daemon.base.primitives import KeyedLocks
+    from daemon.base import KeyedLocks
     locks = KeyedLocks()
     async with locks.hold("a"):
         async with asyncio.timeout(1):

@@ -25,7 +25,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from plugins.communities import store as communities_store
 from tests.fixtures_communities import pds_record
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, wait_until

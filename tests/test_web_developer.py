@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_community, wait_until
 from tests.helpers import login_as, register_app

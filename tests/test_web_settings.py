@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlencode
 
-from daemon.base.primitives import iso
+from daemon.base import iso
 from plugins.communities import store as audit_store
 from plugins.communities import store as members_store
 from plugins.communities import store as roles_store

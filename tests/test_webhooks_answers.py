@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from commonroom_testing.localnet import make_test_ca
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from daemon.security.netguard import AddressRefused, Guard
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import DEFAULT_RETRY_SCHEDULE

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from plugins.webhooks.settings import DEFAULT_RETRY_SCHEDULE
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_app_key, make_community, settle, wait_until
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from tests.fixtures_webhooks import LOOPBACK_TARGETS, emit_events, make_app_key, make_community, settle
 
 COMMUNITY = "did:plc:rostercommunity"

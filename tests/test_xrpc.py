@@ -14,7 +14,7 @@ import pytest
 from commonroom_testing.app import deep_merge
 from daemon.atproto.lexicons import LexiconError, Lexicons
 from daemon.atproto.xrpc import lexicons, methods
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from tests.conftest import REPO
 from tests.fixtures_communities import Api, devnet_module_fixtures
 

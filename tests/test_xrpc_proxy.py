@@ -17,7 +17,7 @@ from tornado.testing import bind_unused_port
 from commonroom_testing.app import deep_merge
 from commonroom_testing.http import Response, serve_app
 from daemon.atproto.xrpc import lexicons
-from daemon.base.primitives import FakeClock
+from daemon.base import FakeClock
 from tests.fixtures_communities import Api, EventRecorder, proofs_on_pds
 
 NS = "community.commonroom"

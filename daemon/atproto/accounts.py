@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from daemon.atproto.identity import resolve_identity
 from daemon.atproto.pds import PdsError, RepoClient, check_service_url, xrpc
 from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
-from daemon.base.primitives import KeyedLocks
-from daemon.base.types import ApiError
+from daemon.base import KeyedLocks
+from daemon.base import ApiError
 from daemon.security.secretbox import SecretBoxError
 from daemon.http.base import invalid
 from store.db import Reader, Row, Transaction

@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 from daemon.atproto.pds import PdsError, check_service_url, request
 from daemon.atproto.syntax import (is_atproto_did, is_did, is_handle, normalize_handle,
                                    require_atproto_did, require_handle)
-from daemon.base.types import ApiError
+from daemon.base import ApiError
 from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from urllib.parse import quote, urlsplit
 
 from daemon.atproto.syntax import new_tid
-from daemon.base.types import ApiError
+from daemon.base import ApiError
 from daemon.http.metrics import outbound_call_label
 
 if TYPE_CHECKING:  # pragma: no cover

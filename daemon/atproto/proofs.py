@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from daemon.atproto import syntax
-from daemon.base.types import ApiError
+from daemon.base import ApiError
 from daemon.http.base import strict_json_loads
 
 if TYPE_CHECKING:  # pragma: no cover

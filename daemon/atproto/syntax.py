@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-from daemon.base.types import ApiError
+from daemon.base import ApiError
 from daemon.http.base import invalid
 
 _B32_SORTABLE = "234567abcdefghijklmnopqrstuvwxyz"
@@ -278,7 +278,7 @@ _tids = _TidSource()
 
 
 def new_tid(clock: Any = None) -> str:
-    """A fresh TID record key. `clock` (daemon.base.primitives.Clock) supplies the time if given."""
+    """A fresh TID record key. `clock` (daemon.base.Clock) supplies the time if given."""
     import time
     now = clock.time() if clock is not None else time.time()
     return _tids.next(int(now * 1_000_000))

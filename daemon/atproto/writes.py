@@ -39,8 +39,8 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from daemon.base.primitives import KeyedLocks, iso
-from daemon.base.types import ApiError
+from daemon.base import KeyedLocks, iso
+from daemon.base import ApiError
 from store.db import Database, Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover

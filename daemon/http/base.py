@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import tornado.web
 
-from daemon.base.types import ApiError, Principal
+from daemon.base import ApiError, Principal
 from daemon.http.openapi import STRING, arr, obj, operation
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import itertools
 import logging
 import os
@@ -16,7 +17,7 @@ import pluggy
 import tornado.web
 
 from daemon.http import apidocs
-from daemon.base.primitives import Clock
+from daemon.base import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
 from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
@@ -25,7 +26,7 @@ from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
 from daemon.atproto import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
-from daemon.runtime.plugins import build_plugin_manager, call_hook, dependency_order, results_by_plugin
+from daemon.runtime.plugins import build_plugin_manager, dependency_order, results_by_plugin
 from daemon.security.ratelimit import RateLimiter
 from daemon.http.routing import RouteTable
 from daemon.http.server import ConnectionLimits
@@ -164,6 +165,23 @@ def load_secret_key(config: Config) -> SecretBox:
     return SecretBox(parse_key(path.read_text()), previous)
 
 
+# ------------------------------------------------------------------ calling hooks
+# Request-time hook calls (an event's `cr_event_tx`, `cr_event`) are the Application's; loading
+# the plugins that implement them is start-up's (daemon/runtime/plugins.py).
+
+
+async def maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def call_hook(hook: Any, **kwargs: Any) -> list[Any]:
+    """Call a broadcast hook and await every awaitable result, in order."""
+    results = hook(**kwargs)
+    return [await maybe_await(r) for r in results]
+
+
 class Application(tornado.web.Application):
     """The daemon's Tornado application. State hangs off this object, and everything it
     holds is declared in `__init__`: the core's parts, then the services plugins register
@@ -268,6 +286,11 @@ class Application(tornado.web.Application):
                                       f"interface (a class), not {key!r}")
                 if interface is not None:
                     self._services[interface] = service
+
+    async def call_hook(self, hook: Any, **kwargs: Any) -> list[Any]:
+        """Call a broadcast hook (``app.pm.hook.<name>``) with `kwargs` and await every
+        awaitable result, in order (`call_hook`)."""
+        return await call_hook(hook, **kwargs)
 
     def service(self, interface: type[S]) -> S | None:
         """The service registered for `interface` (a `Protocol` such as

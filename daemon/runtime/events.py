@@ -9,7 +9,6 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from daemon.runtime.plugins import call_hook
 from store.db import Reader, Row, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -151,14 +150,14 @@ async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_d
         actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,
         audience=audience.hears.stored(), people=audience.people.stored())
     event = Event(event_id, seq, type, community_did, app_id, actor_did, data, created_at, audience)
-    await call_hook(app.pm.hook.cr_event_tx, app=app, tx=tx, event=event)
+    await app.call_hook(app.pm.hook.cr_event_tx, app=app, tx=tx, event=event)
     tx.after_commit(lambda: _observe(app, event))
     return event
 
 
 async def _observe(app: "Application", event: Event) -> None:
     try:
-        await call_hook(app.pm.hook.cr_event, app=app, event=event)
+        await app.call_hook(app.pm.hook.cr_event, app=app, event=event)
     except Exception:
         log.exception("an observer of event %s (%s) failed", event.id, event.type)
 

@@ -11,7 +11,7 @@ returns a coroutine object, which is never None. The rules are:
 
 * **Broadcast hooks** (every hook below except `cr_authenticate` and `cr_user_repo`): an implementation may
   return a plain value or an awaitable. The daemon awaits every awaitable result, in the
-  order pluggy returns them (see `daemon.runtime.plugins.call_hook`). ``async def`` is fine.
+  order pluggy returns them (see `daemon.runtime.app.call_hook`). ``async def`` is fine.
 * **First-result hooks** (`cr_authenticate`, `cr_user_repo`): the implementation must decide
   *synchronously* whether the request is its kind of credential. It returns None to pass,
   or an awaitable that completes the check. An ``async def`` implementation would claim
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.declarations import Capability, EventKind, Link, WebFolders
     from daemon.runtime.events import Event
     from daemon.atproto.writes import WriteKind
-    from daemon.base.types import Principal
+    from daemon.base import Principal
     from daemon.http.base import BaseHandler
     from daemon.sync import Interest, SyncEvent
     from store.db import Transaction

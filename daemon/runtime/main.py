@@ -19,7 +19,7 @@ from daemon import __version__
 from daemon.runtime.backup import BackupError, state_lock
 from daemon.runtime.config import ConfigError
 from daemon.http.base import request_id_var
-from daemon.runtime.plugins import PluginError, call_hook
+from daemon.runtime.plugins import PluginError
 from store.db import ReadOnlyDatabase
 
 log = logging.getLogger("commonroom")
@@ -240,7 +240,7 @@ async def run_plugin_command(config: Any, pm: Any, run: Any, args: argparse.Name
 
     app = await create_app(config, pm, start=False)
     try:
-        result = await call_hook(lambda **_: [run(app, args)])
+        result = await app.call_hook(lambda **_: [run(app, args)])
         return result[0] if isinstance(result[0], int) else 0
     finally:
         await app.shutdown()

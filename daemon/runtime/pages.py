@@ -16,7 +16,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from daemon.base.types import ApiError, Principal
+from daemon.base import ApiError, Principal
 from daemon.http.base import STATE_CHANGING, BaseHandler, log_failure, same_site_path
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 

@@ -1,4 +1,6 @@
-"""Loading plugins and calling hooks."""
+"""Loading plugins, at start-up: the built-ins and the entry points, the hook rules, what
+each plugin requires and the order that follows. Calling a hook at request time is the
+Application's (`daemon.runtime.app.call_hook`, `Application.call_hook`)."""
 
 from __future__ import annotations
 
@@ -171,18 +173,6 @@ def _cycle(needs: dict[str, tuple[str, ...]], waiting: list[str]) -> str:
             loop = path[path.index(nxt):] + [nxt]
             return " -> ".join(repr(n) for n in loop)
         path.append(nxt)
-
-
-async def maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-async def call_hook(hook: Any, **kwargs: Any) -> list[Any]:
-    """Call a broadcast hook and await every awaitable result, in order."""
-    results = hook(**kwargs)
-    return [await maybe_await(r) for r in results]
 
 
 def plugin_names(pm: pluggy.PluginManager) -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Protocol
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.events import Audience
     from daemon.security.access import Actor, MemberStatus
-    from daemon.base.types import Principal
+    from daemon.base import Principal
     from daemon.http.base import BaseHandler
     from store.db import Reader, Row, Transaction
 

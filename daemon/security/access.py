@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from daemon.base.types import ApiError
+from daemon.base import ApiError
 
 __all__ = ["Actor", "MemberStatus", "NOBODY", "NOT_FOUND", "APP_NOT_TRUSTED", "ROSTER_HIDDEN"]
 

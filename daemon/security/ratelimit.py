@@ -13,7 +13,7 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from daemon.base.primitives import Clock
+from daemon.base import Clock
 
 
 @dataclass

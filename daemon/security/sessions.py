@@ -9,7 +9,7 @@ import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from daemon.base.types import ApiError, Principal
+from daemon.base import ApiError, Principal
 from daemon.http.base import SID_COOKIE
 from store import sessions as sessions_store
 

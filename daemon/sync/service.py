@@ -51,7 +51,7 @@ def _parse_time(text: str | None) -> float | None:
 
 async def _call_hook(hook: Any, **kwargs: Any) -> list[Any]:
     """Call a broadcast hook and await each awaitable result, in order (the sync sits below
-    the runtime layer, so it does not import `daemon.runtime.plugins.call_hook`)."""
+    the runtime layer, so it does not import `daemon.runtime.app.call_hook`)."""
     return [await result if inspect.isawaitable(result) else result for result in hook(**kwargs)]
 
 

@@ -9,7 +9,6 @@ import logging
 from typing import TYPE_CHECKING
 
 from daemon.plugin import iso
-from daemon.runtime.plugins import call_hook
 from daemon.runtime import events as store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,7 +22,7 @@ BATCH = 1000
 
 async def needed_floor(app: "Application") -> int | None:
     """The lowest event seq any plugin still needs (None: none)."""
-    floors = [f for f in await call_hook(app.pm.hook.cr_events_needed, app=app) if f is not None]
+    floors = [f for f in await app.call_hook(app.pm.hook.cr_events_needed, app=app) if f is not None]
     return min(floors) if floors else None
 
 

@@ -57,8 +57,7 @@ def cr_metrics(app: Any, registry: Any) -> Any:
 @hookimpl
 def cr_events_needed(app: Any) -> Any:
     # A pending delivery reads its event when it is sent: keep those in the outbox.
-    from plugins.webhooks import store as webhooks_store
-    return webhooks_store.oldest_pending_event_seq(app.db)
+    return delivery.oldest_pending_event_seq(app.db)
 
 
 @hookimpl

@@ -16,6 +16,10 @@ not sent before N is settled (delivered, or given up). A failed attempt stops th
 before they are written means those events are sent again (at least once, never lost).
 Requests go out through `sender.Sender` (keep-alive connections, the outbound guard on
 each new one).
+
+The queue's queries (its table, `webhook_deliveries`, and what fan-out and the loop read
+of the webhooks) are at the end of this module; the webhooks' registration and listing
+queries are `store.py`'s.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from daemon.plugin import Event, Row, Transaction, hookimpl, iso
+from daemon.plugin import Event, Reader, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
 from daemon.plugin import event_data_for
 from daemon.runtime.events import decide_audience
@@ -75,7 +79,7 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
     its community, as that app may see the event: where the roster is hidden from the app
     (`app_sees_roster`), member events are not queued and others are sent without the
     keys that name a person (`event_data_for`; the event stream reads the same decision)."""
-    candidates = await store.subscribed_webhooks_tx(tx, event.type, event.community_did)
+    candidates = await subscribed_webhooks_tx(tx, event.type, event.community_did)
     if not candidates:
         return
     # Who may hear of it, and who of them may see the people it names, was decided when
@@ -87,7 +91,7 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
               for row in candidates if audience.admits(row["app_id"])]
     if not chosen:
         return
-    await store.enqueue_tx(tx, chosen, app.clock.time(), app.clock.iso_now())
+    await insert_deliveries_tx(tx, chosen, app.clock.time(), app.clock.iso_now())
     ids = [w for w, _, _ in chosen]
     from plugins.webhooks.facade import webhooks_of
     d = webhooks_of(app).dispatcher
@@ -280,7 +284,7 @@ class Dispatcher:
         return False
 
     async def _scan(self) -> None:
-        heads = await store.pending_heads(self.app.db)
+        heads = await pending_heads(self.app.db)
         # Merged with what is known in memory: a notification that arrived while the scan
         # ran may be newer than what the scan read.
         scanned = {r["webhook_id"]: float(r["next_attempt_at"]) for r in heads}
@@ -316,7 +320,7 @@ class Dispatcher:
 
         async def batch(limit: int) -> int:
             async with self.app.db.transaction("webhooks.prune") as tx:
-                return await store.prune_completed_tx(tx, cutoff, limit)
+                return await prune_completed_tx(tx, cutoff, limit)
 
         return await prune_in_batches("webhooks.deliveries", batch)
 
@@ -348,8 +352,8 @@ class Dispatcher:
                 # whether it and its app are still active), in the batch's transaction: on the
                 # writer connection, see pending_batch_tx.
                 async with self.app.db.transaction("webhooks.next_batch") as tx:
-                    row = await store.delivery_target_tx(tx, webhook_id)
-                    batch = await store.pending_batch_tx(tx, webhook_id, BATCH) if row else []
+                    row = await delivery_target_tx(tx, webhook_id)
+                    batch = await pending_batch_tx(tx, webhook_id, BATCH) if row else []
                 if not batch:
                     break
                 next_due, go_on = await self._send_batch(self._hook(row), batch)
@@ -405,7 +409,7 @@ class Dispatcher:
                      for row, at, o in results if o.delivered]
         if delivered:
             async with self.app.db.transaction("webhooks.delivered") as tx:
-                await store.mark_delivered_tx(tx, hook.id, delivered)
+                await mark_delivered_tx(tx, hook.id, delivered)
             metrics.record(self.app, "delivered", len(delivered))
         failed = sorted(((row, at, o) for row, at, o in results if not o.delivered), key=lambda r: r[0]["id"])
         disabled = False
@@ -456,7 +460,7 @@ class Dispatcher:
                 delay = max(delay, min(outcome.retry_after, self.config.max_retry_after_seconds))
             next_at = now + max(0.0, delay)
             async with self.app.db.transaction("webhooks.retry") as tx:
-                await store.mark_retry_tx(tx, row["id"], status_code=outcome.status_code,
+                await mark_retry_tx(tx, row["id"], status_code=outcome.status_code,
                                           error=outcome.error or "", attempted_at=attempted_at,
                                           next_attempt_at=next_at, response_body=outcome.body)
             metrics.record(self.app, "retry")
@@ -473,7 +477,7 @@ class Dispatcher:
                       f"times over {span:.1f} hours; last error: {outcome.error}. Fix the endpoint, "
                       "then set active to true to resume the queued deliveries.")
         async with self.app.db.transaction("webhooks.failed") as tx:
-            streak = await store.mark_failed_tx(tx, hook.id, row["id"], status_code=outcome.status_code,
+            streak = await mark_failed_tx(tx, hook.id, row["id"], status_code=outcome.status_code,
                                                 error=error, attempted_at=attempted_at,
                                                 response_body=outcome.body)
             limit = self.config.disable_after_failed_deliveries
@@ -516,3 +520,128 @@ def _hours_between(start_iso: str, end_iso: str) -> float:
         return max(0.0, (parse(end_iso) - parse(start_iso)).total_seconds() / 3600)
     except ValueError:
         return 0.0
+
+
+# ------------------------------------------------------------------ the queue's queries: fan-out
+# The SQL the delivery queue runs (its table, `webhook_deliveries`, and what it reads of the
+# webhooks it serves); the webhooks' registration and listing queries are `store.py`'s.
+
+
+async def subscribed_webhooks_tx(tx: Transaction, event_type: str,
+                                 community_did: str | None) -> list[Row]:
+    """Active webhooks of active apps subscribed to `event_type`, unscoped or scoped to
+    `community_did`."""
+    return await tx.fetchall(
+        "SELECT w.id, w.app_id FROM webhook_events e "
+        "JOIN webhooks w ON w.id = e.webhook_id JOIN apps a ON a.id = w.app_id "
+        "WHERE e.event_type = ? AND w.active = 1 AND a.active = 1 "
+        "AND (w.community_did IS NULL OR w.community_did IS ?) ORDER BY w.id",
+        (event_type, community_did))
+
+
+async def insert_deliveries_tx(tx: Transaction, rows: Iterable[tuple[str, str, bool]], next_attempt_at: float,
+                     now: str) -> None:
+    """Queue deliveries: `rows` are (webhook_id, event_id, hide_people: send the data
+    without the keys that name a person)."""
+    await tx.executemany(
+        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at, hide_people) "
+        "VALUES (?, ?, ?, ?, ?)", [(w, e, next_attempt_at, now, 1 if hide else 0) for w, e, hide in rows])
+
+
+async def redeliver_tx(tx: Transaction, delivery: Row, next_attempt_at: float, now: str) -> int:
+    cur = await tx.execute(
+        "INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at, redelivery_of, "
+        "hide_people) SELECT ?, ?, ?, ?, ?, hide_people FROM webhook_deliveries WHERE id = ?",
+        (delivery["webhook_id"], delivery["event_id"], next_attempt_at, now, delivery["id"], delivery["id"]))
+    return cur.lastrowid
+
+
+# ------------------------------------------------------------------ the queue's queries: the delivery loop
+
+
+async def pending_heads(db: Reader) -> list[Row]:
+    """For every active webhook (of an active app) with pending deliveries: the oldest
+    one's due time."""
+    return await db.fetchall(
+        "SELECT h.webhook_id, d.next_attempt_at FROM "
+        "(SELECT webhook_id, MIN(id) AS head FROM webhook_deliveries WHERE status = 'pending' "
+        " GROUP BY webhook_id) h "
+        "JOIN webhook_deliveries d ON d.id = h.head JOIN webhooks w ON w.id = h.webhook_id "
+        "JOIN apps a ON a.id = w.app_id WHERE w.active = 1 AND a.active = 1")
+
+
+async def delivery_target_tx(tx: Transaction, webhook_id: str) -> Row | None:
+    """What the delivery loop needs of a webhook (URL, secrets, concurrency), or None if it
+    or its app is not active (or it is gone)."""
+    return await tx.fetchone(
+        "SELECT w.id, w.url, w.concurrency, w.secret_sealed, w.previous_secret_sealed, "
+        "w.previous_secret_until FROM webhooks w JOIN apps a ON a.id = w.app_id "
+        "WHERE w.id = ? AND w.active = 1 AND a.active = 1", (webhook_id,))
+
+
+async def pending_batch_tx(tx: Transaction, webhook_id: str, limit: int) -> list[Row]:
+    """The webhook's pending deliveries in send order, with their events. Read on the
+    writer connection: a reader connection shared by overlapping statements can keep
+    an older snapshot, and a stale batch would send delivered events again."""
+    return await tx.fetchall(
+        "SELECT d.id, d.event_id, d.attempts, d.next_attempt_at, d.first_attempt_at, d.hide_people, "
+        "e.type, e.community_did, e.data, e.created_at AS event_created_at "
+        "FROM webhook_deliveries d JOIN events e ON e.id = d.event_id "
+        "WHERE d.webhook_id = ? AND d.status = 'pending' ORDER BY d.id LIMIT ?",
+        (webhook_id, limit))
+
+
+async def mark_delivered_tx(tx: Transaction, webhook_id: str,
+                            results: Sequence[tuple[int, int, str, str, str | None]]) -> None:
+    """`results`: (delivery id, status code, first attempt at, attempted at, the answer's
+    first 2 KB)."""
+    await tx.executemany(
+        "UPDATE webhook_deliveries SET status = 'delivered', attempts = attempts + 1, "
+        "status_code = ?, error = NULL, first_attempt_at = COALESCE(first_attempt_at, ?), "
+        "last_attempt_at = ?, completed_at = ?, response_body = ? WHERE id = ? AND status = 'pending'",
+        [(code, first, at, at, answer, did) for did, code, first, at, answer in results])
+    await tx.execute("UPDATE webhooks SET failed_streak = 0 WHERE id = ? AND failed_streak != 0",
+                     (webhook_id,))
+
+
+async def mark_retry_tx(tx: Transaction, delivery_id: int, *, status_code: int | None, error: str,
+                        attempted_at: str, next_attempt_at: float, response_body: str | None = None) -> None:
+    await tx.execute(
+        "UPDATE webhook_deliveries SET attempts = attempts + 1, status_code = ?, error = ?, "
+        "first_attempt_at = COALESCE(first_attempt_at, ?), last_attempt_at = ?, next_attempt_at = ?, "
+        "response_body = ? WHERE id = ? AND status = 'pending'",
+        (status_code, error, attempted_at, attempted_at, next_attempt_at, response_body, delivery_id))
+
+
+async def mark_failed_tx(tx: Transaction, webhook_id: str, delivery_id: int, *,
+                         status_code: int | None, error: str, attempted_at: str,
+                         response_body: str | None = None) -> int:
+    """Give a delivery up; return the webhook's count of deliveries given up in a row."""
+    await tx.execute(
+        "UPDATE webhook_deliveries SET status = 'failed', attempts = attempts + 1, status_code = ?, "
+        "error = ?, first_attempt_at = COALESCE(first_attempt_at, ?), last_attempt_at = ?, "
+        "completed_at = ?, response_body = ? WHERE id = ? AND status = 'pending'",
+        (status_code, error, attempted_at, attempted_at, attempted_at, response_body, delivery_id))
+    await tx.execute("UPDATE webhooks SET failed_streak = failed_streak + 1 WHERE id = ?", (webhook_id,))
+    return await tx.fetchval("SELECT failed_streak FROM webhooks WHERE id = ?", (webhook_id,)) or 0
+
+
+async def reschedule_pending_tx(tx: Transaction, webhook_id: str, next_attempt_at: float) -> None:
+    """Make every pending delivery of a (re-enabled) webhook due at `next_attempt_at`."""
+    await tx.execute(
+        "UPDATE webhook_deliveries SET next_attempt_at = ? WHERE webhook_id = ? AND status = 'pending'",
+        (next_attempt_at, webhook_id))
+
+
+async def oldest_pending_event_seq(db: Reader) -> int | None:
+    """The lowest outbox ``seq`` of an event a pending delivery still has to send."""
+    return await db.fetchval(
+        "SELECT MIN(e.seq) FROM webhook_deliveries d JOIN events e ON e.id = d.event_id "
+        "WHERE d.status = 'pending'")
+
+
+async def prune_completed_tx(tx: Transaction, before: str, limit: int = 5000) -> int:
+    cur = await tx.execute(
+        "DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries "
+        "WHERE status != 'pending' AND completed_at < ? LIMIT ?)", (before, limit))
+    return cur.rowcount

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from daemon.plugin import add_json_flag, fail, print_rows
+from plugins.webhooks.delivery import redeliver_tx
 from plugins.webhooks import store as store
 
 
@@ -34,7 +35,7 @@ async def _redeliver(app: Any, args: argparse.Namespace) -> int:
         delivery = await store.get_delivery(tx, args.webhook_id, args.delivery_id)
         if delivery is None:
             return fail(f"webhook {args.webhook_id} has no delivery {args.delivery_id}")
-        new_id = await store.redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
+        new_id = await redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
     print(f"queued delivery {new_id} (a redelivery of {args.delivery_id}); a running daemon sends it "
           "at its next queue poll")
     return 0

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from daemon.plugin import ApiError, CommunitiesService, Row, Transaction, is_did, iso, validate
 from daemon.security.netguard import TargetRefused
 from plugins.webhooks import signing
-from plugins.webhooks.delivery import dispatcher, previous_secret_context, secret_context
+from plugins.webhooks.delivery import (dispatcher, previous_secret_context, redeliver_tx, reschedule_pending_tx,
+                                       secret_context)
 from plugins.webhooks import store as store
 
 if TYPE_CHECKING:
@@ -192,7 +193,7 @@ async def update(app: "Application", app_id: str, webhook_id: str, *, url: str |
             fields["community_did"] = community_did
         if active is True and not row["active"]:
             fields.update(active=1, disabled_reason=None, disabled_at=None, failed_streak=0)
-            await store.reschedule_pending_tx(tx, webhook_id, app.clock.time())
+            await reschedule_pending_tx(tx, webhook_id, app.clock.time())
         elif active is False and row["active"]:
             fields.update(active=0, disabled_reason=None, disabled_at=None)
         await store.update_webhook_tx(tx, webhook_id, now, **fields)
@@ -257,7 +258,7 @@ async def redeliver(app: "Application", app_id: str, webhook_id: str, delivery_i
         if not hook["active"]:
             raise ApiError(409, "webhook_inactive",
                            "The webhook is not active; set active to true first.")
-        new_id = await store.redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
+        new_id = await redeliver_tx(tx, delivery, app.clock.time(), app.clock.iso_now())
         row = await store.get_delivery(tx, webhook_id, new_id)
     dispatcher(app).notify([webhook_id])
     return row
