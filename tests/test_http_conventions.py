@@ -174,7 +174,8 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
              "/y//z/b", "/y/a/z/", "/y/qq/w/b", "/y/r/a.b/c", "/y/r/aXb/c",
              "/api/v1/communities/cls", "/cx", "/c]", "/api/v1/communities/comment", "/api/v1/items/5",
              "/api/v1/items/iw", "/api/v1/items/i_", "/c/alt", "/api/v1/apps/foo", "/api/v1/appsq",
-             "/api/v1/apps/q"]
+             "/api/v1/apps/q", "/nothing", "/c", "/c/", "/cx/y", "/x", "/y", "/", "", "*", "c/foo",
+             "//c/foo", "/X/caps", "/x/CAPS/", "/api", "/c]/k/"]
     for path in paths:
         request = SimpleNamespace(path=path)
         linear = next(((h, (m.match(request) or {}).get("path_args", [])) for p, h in routes
