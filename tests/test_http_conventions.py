@@ -209,3 +209,34 @@ async def test_deeply_nested_or_non_standard_json_is_400(app, client):
     resp = await client.post("/test/echo", body=b'{"count": NaN}', api_key=key,
                              headers={"Content-Type": "application/json"})
     assert_error(resp, 400, "invalid_json")
+
+
+def test_base_handler_clear_resets_like_tornados(app):
+    """BaseHandler.clear (the Date value cached per second) leaves a handler as Tornado's
+    RequestHandler.clear does, but for our Server header: a Tornado upgrade that changes
+    clear() fails here instead of leaking a header or a body."""
+    import time
+    from unittest import mock
+
+    import tornado.httputil
+    import tornado.web
+
+    from daemon.http.base import HealthHandler
+
+    request = tornado.httputil.HTTPServerRequest(method="GET", uri="/health", connection=mock.Mock())
+    ours = HealthHandler(app, request)
+    ours.set_status(404)
+    ours.write(b"x")
+    ours.put_header("X-Extra", "1")
+    ours.clear()
+    theirs = HealthHandler(app, request)
+    tornado.web.RequestHandler.clear(theirs)
+    mine, tornados = dict(ours._headers.get_all()), dict(theirs._headers.get_all())
+    assert tornados["Server"] == mine["Server"] == "commonroom"   # set_default_headers overrides Tornado's
+    now = int(time.time())
+    assert mine.pop("Date") in {tornado.httputil.format_timestamp(t) for t in (now - 1, now)}
+    tornados.pop("Date")
+    assert mine.pop("X-Request-Id") == ours.request_id and tornados.pop("X-Request-Id") == theirs.request_id
+    assert mine == tornados and "X-Extra" not in mine
+    assert (ours._write_buffer, ours.get_status(), ours._reason) == (theirs._write_buffer, 200, theirs._reason)
+    assert set(vars(ours)) == set(vars(theirs))
