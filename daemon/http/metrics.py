@@ -15,11 +15,11 @@ Counter's `inc` (a lock each, exemplar handling) cost ~20,000 instructions a req
 from __future__ import annotations
 
 import hmac
-import time
-from bisect import bisect_left
 import ipaddress
 import os
 import re
+import time
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
