@@ -11,7 +11,8 @@ is not installed here). Measured in the same run, against the same server proces
   parse the same bytes and the difference is what the service does with them;
 * ``floor``: a `daemon.http.base.BaseHandler` route with API-key auth that parses the JSON body
   and answers a constant: the core's per-request cost, without any membership work
-  (same headers and bodies, a path of the same length);
+  (same headers and bodies, a path of the same shape, served from the route table through
+  `cr_routes` as every route of the service is);
 * ``check``: POST /api/v1/communities/:did/membership/check (API key, JSON body),
   alternating members and non-members of the 100k community;
 * ``check-nometrics``: the same, served by a second application in the same process with
@@ -97,8 +98,6 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
            "metrics": {"allow_from": ["127.0.0.1/32"]},   # the bench reads the path counters
            "log_level": "warning"}
-    pm = build_plugin_manager((), (), load_entry_points=False)
-    config = Config.from_mapping(raw, base_dir=state, plugin_sections=plugin_sections(pm))
 
     class Bare(tornado.web.RequestHandler):
         def get(self) -> None:
@@ -107,15 +106,29 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
         post = get
 
+    from daemon import hookimpl
     from daemon.http.base import BaseHandler
+    from daemon.http.openapi import obj, operation
 
     class Floor(BaseHandler):
         """The core's per-request cost: API-key auth, rate limit, JSON in and out."""
         auth = "app"
 
-        async def post(self) -> None:
+        @operation("benchmark: the per-request cost of a BaseHandler route", responses={200: obj({})})
+        async def post(self, did: str) -> None:
             self.json_body()
             self.send_json({"isMember": True, "isAdmin": False, "isPending": False})
+
+    class FloorRoute:
+        """Serves `Floor` as every route of the service is served: through `cr_routes`, so
+        it is found in the route table (the check's pattern shape, a DID group and all)."""
+
+        @hookimpl
+        def cr_routes(self, app: Any) -> list[tuple]:
+            return [(r"/bench/floor/comm/(did(?::|%3[Aa])[^/?#]+)/membership/check", Floor)]
+
+    pm = build_plugin_manager((), (FloorRoute(),), load_entry_points=False)
+    config = Config.from_mapping(raw, base_dir=state, plugin_sections=plugin_sections(pm))
 
     # The same service with metrics off, to measure what recording them costs.
     pm_plain = build_plugin_manager((), (), load_entry_points=False)
@@ -128,7 +141,6 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
         app = await create_app(config, pm)
         plain = await create_app(config_plain, pm_plain)
         HTTPServer(plain).listen(plain_port, "127.0.0.1")
-        app.add_handlers(r".*", [(r"/bench/floor/.*", Floor)])
         HTTPServer(app).listen(port, "127.0.0.1")
         HTTPServer(tornado.web.Application([(r"/.*", Bare)])).listen(bare_port, "127.0.0.1")
         ready.set()

@@ -174,7 +174,8 @@ def test_route_table_suffix_shortcut_never_changes_the_match():
              "/y//z/b", "/y/a/z/", "/y/qq/w/b", "/y/r/a.b/c", "/y/r/aXb/c",
              "/api/v1/communities/cls", "/cx", "/c]", "/api/v1/communities/comment", "/api/v1/items/5",
              "/api/v1/items/iw", "/api/v1/items/i_", "/c/alt", "/api/v1/apps/foo", "/api/v1/appsq",
-             "/api/v1/apps/q"]
+             "/api/v1/apps/q", "/nothing", "/c", "/c/", "/cx/y", "/x", "/y", "/", "", "*", "c/foo",
+             "//c/foo", "/X/caps", "/x/CAPS/", "/api", "/c]/k/"]
     for path in paths:
         request = SimpleNamespace(path=path)
         linear = next(((h, (m.match(request) or {}).get("path_args", [])) for p, h in routes
@@ -220,3 +221,34 @@ def test_the_content_type_parser_reads_the_media_type_and_its_parameters():
     assert not _is_json_type("application/json; charset=latin-1")
     assert not _is_json_type("application/jsonx")
     assert not _is_json_type("")
+
+
+def test_base_handler_clear_resets_like_tornados(app):
+    """BaseHandler.clear (the Date value cached per second) leaves a handler as Tornado's
+    RequestHandler.clear does, but for our Server header: a Tornado upgrade that changes
+    clear() fails here instead of leaking a header or a body."""
+    import time
+    from unittest import mock
+
+    import tornado.httputil
+    import tornado.web
+
+    from daemon.http.base import HealthHandler
+
+    request = tornado.httputil.HTTPServerRequest(method="GET", uri="/health", connection=mock.Mock())
+    ours = HealthHandler(app, request)
+    ours.set_status(404)
+    ours.write(b"x")
+    ours.put_header("X-Extra", "1")
+    ours.clear()
+    theirs = HealthHandler(app, request)
+    tornado.web.RequestHandler.clear(theirs)
+    mine, tornados = dict(ours._headers.get_all()), dict(theirs._headers.get_all())
+    assert tornados["Server"] == mine["Server"] == "commonroom"   # set_default_headers overrides Tornado's
+    now = int(time.time())
+    assert mine.pop("Date") in {tornado.httputil.format_timestamp(t) for t in (now - 1, now)}
+    tornados.pop("Date")
+    assert mine.pop("X-Request-Id") == ours.request_id and tornados.pop("X-Request-Id") == theirs.request_id
+    assert mine == tornados and "X-Extra" not in mine
+    assert (ours._write_buffer, ours.get_status(), ours._reason) == (theirs._write_buffer, 200, theirs._reason)
+    assert set(vars(ours)) == set(vars(theirs))

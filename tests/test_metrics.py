@@ -170,3 +170,34 @@ async def test_refused_connections_and_failed_accepts_are_counted(app: Any, clie
     assert value(after, "commonroom_connections_refused_total") - \
         value(before, "commonroom_connections_refused_total") == 3
     assert value(after, "commonroom_accept_failures_total") - value(before, "commonroom_accept_failures_total") == 2
+
+
+async def test_request_metrics_read_as_prometheus_clients_counter_and_histogram(app: Any) -> None:
+    """The request counter and latency histogram are kept as plain numbers (a cheaper hot
+    path) but must read exactly as prometheus_client's Counter and Histogram would: the
+    same names, labels, bucket bounds and values."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+    from daemon.http.base import HealthHandler
+    from daemon.http.metrics import _LATENCY_BUCKETS
+
+    reference = CollectorRegistry()
+    counter = Counter("commonroom_http_requests", "HTTP requests answered.", ["route", "method", "status"],
+                      registry=reference)
+    histogram = Histogram("commonroom_http_request_duration_seconds", "Time from the request's arrival to its "
+                          "answer.", ["route"], buckets=_LATENCY_BUCKETS, registry=reference)
+    handler = HealthHandler.__new__(HealthHandler)
+    handler.request = SimpleNamespace(method="GET")
+    # bounds exactly, between them, beyond the last
+    for seconds, status in ((0.0001, 200), (0.0005, 200), (0.0007, 200), (0.003, 503), (0.25, 200), (20.0, 200)):
+        app.metrics.record_request(handler, status, seconds)
+        counter.labels("/health", "GET", str(status)).inc()
+        histogram.labels("/health").observe(seconds)
+    ours = {k: v for k, v in samples((await app.metrics.render()).decode()).items()
+            if k[0].startswith("commonroom_http_request") and not k[0].endswith("_created")}
+    theirs = {k: v for k, v in samples(generate_latest(reference).decode()).items() if not k[0].endswith("_created")}
+    assert ours == theirs
+    created = {k[0] for k in samples((await app.metrics.render()).decode()) if k[0].endswith("_created")}
+    assert {"commonroom_http_requests_created", "commonroom_http_request_duration_seconds_created"} <= created

@@ -36,7 +36,6 @@ import contextvars
 import hashlib
 import logging
 import re
-import time
 from collections.abc import Generator
 from http.client import responses as _REASONS
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import httputil
 from tornado.web import RequestHandler
 
-from daemon.http.base import (_JSON_CT, SERVER_HEADER, ApiError, RequestLogic, as_answer, encode_json,
+from daemon.http.base import (_JSON_CT, SERVER_HEADER, ApiError, HttpDate, RequestLogic, as_answer, encode_json,
                               error_for, log_failure)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,20 +55,6 @@ _METHODS = frozenset(RequestHandler.SUPPORTED_METHODS)
 # What Tornado's get_argument blanks in a query value (C0 controls but tab, newline, CR...).
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0e-\x1f]")
 _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
-
-
-class _HttpDate:
-    """The ``Date`` header value, formatted once a second rather than once a request."""
-
-    second = -1
-    value = ""
-
-    @classmethod
-    def now(cls) -> str:
-        now = time.time()
-        if int(now) != cls.second:
-            cls.second, cls.value = int(now), httputil.format_timestamp(now)
-        return cls.value
 
 
 _ETAGS = re.compile(r'\*|(?:W/)?"[^"]*"')
@@ -152,7 +137,7 @@ class LeanHandler(RequestLogic):
         if status != 304:
             headers["Content-Type"] = _JSON_CT
             headers["Content-Length"] = str(len(body))
-        headers["Date"] = _HttpDate.now()
+        headers["Date"] = HttpDate.now()
         headers["Server"] = SERVER_HEADER
         if self.close_connection:
             headers["Connection"] = "close"

@@ -8,7 +8,9 @@ bucket), in their original order: the same result as a linear scan. Within a buc
 (``.../membership/check``) is skipped without running its expression when the path does
 not end with that text, and one with plain text between two groups (``/records/``) when
 the path does not hold it: under ``/api/v1/communities/<did>/...`` each expression would
-otherwise scan the DID again.
+otherwise scan the DID again. A path outside every bucket (the web pages under ``/c/...`` and
+``/apps/...``, an unknown path) tries only the bucketless rules whose literal start allows its
+first segment: ``/c/(...)`` is not tried for ``/apps/...``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,22 @@ def _key_of_pattern(pattern: str) -> str | None:
     if len(complete) >= _SEGMENTS + 1:
         return "/".join(complete[: _SEGMENTS + 1])
     return None
+
+
+def _first_of_path(path: str) -> str | None:
+    """The first segment of `path` ("c" for ``/c/x``), None when it does not start with "/"."""
+    parts = path.split("/", 2)
+    return parts[1] if len(parts) > 1 and not parts[0] else None
+
+
+def _first_segment(pattern: str) -> str | None:
+    """The first path segment every path matching `pattern` has, when its literal start
+    holds that segment and the "/" after it; None when it cannot be told."""
+    start = _literal_start(_unanchored(pattern))
+    if start is None or not start.startswith("/"):
+        return None
+    parts = start.split("/", 2)
+    return parts[1] if len(parts) > 2 else None
 
 
 def _unanchored(pattern: str) -> str:
@@ -156,6 +174,12 @@ class RouteTable:
                             _literal_suffix(pattern), _literal_inner(pattern)))
         generic = [e for e in entries if e[1] is None]
         self._generic = [e[2:] for e in generic]
+        # Bucketless rules by the first path segment their literal start names in full
+        # (`/c/(...)`: "c"); a rule naming none (`/c(...)`, `(?i)...`) is tried for every path.
+        firsts = {index: _first_segment(routes[index][0]) for index, *_ in generic}
+        self._open = [e[2:] for e in generic if firsts[e[0]] is None]
+        self._by_first = {seg: [e[2:] for e in generic if firsts[e[0]] in (seg, None)]
+                          for seg in {s for s in firsts.values() if s is not None}}
         self._buckets: dict[str, list[tuple]] = {}
         for key in {e[1] for e in entries if e[1] is not None}:
             # A rule without a bucket joins those whose paths its literal start allows:
@@ -167,7 +191,9 @@ class RouteTable:
     def match(self, request: Any) -> tuple[Any, dict, list, dict] | None:
         """(handler class, handler kwargs, path args, path kwargs) or None."""
         path = request.path
-        candidates = self._buckets.get(_key_of_path(path), self._generic)
+        candidates = self._buckets.get(_key_of_path(path))
+        if candidates is None:
+            candidates = self._by_first.get(_first_of_path(path), self._open)
         for matcher, handler, kwargs, suffix, inner in candidates:
             if suffix and not path.endswith(suffix) or inner and inner not in path:
                 continue
