@@ -236,7 +236,8 @@ def test_base_handler_clear_resets_like_tornados(app):
     from daemon.http.base import HealthHandler
 
     request = tornado.httputil.HTTPServerRequest(
-        start_line=tornado.httputil.RequestStartLine("GET", "/health", "HTTP/1.1"), connection=mock.Mock())
+        start_line=tornado.httputil.RequestStartLine("GET", "/health", "HTTP/1.1"),
+        headers=tornado.httputil.HTTPHeaders({"Host": "localhost"}), connection=mock.Mock())
     ours = HealthHandler(app, request)
     ours.set_status(404)
     ours.write(b"x")
