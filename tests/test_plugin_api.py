@@ -38,28 +38,21 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "events": {
         "daemon.runtime.events": "the events outbox's queries, the core table plugins may read (docs/plugins.md)",
-        "daemon.http.base": "the WebSocket handler shares the API's request logic (RequestLogic): " + _INTERNAL,
     },
     "webhooks": {
         "store.apps": _STORE_OTHER,
-        "daemon.runtime.events": "managers_only, a declared kind's audience at fan-out: " + _INTERNAL,
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {
         "store.apps": _STORE_OTHER,
         "store.sync": "the network sync's cursor and gaps: " + _INTERNAL,
         "store.db": "Database, the network sync's batch reads: " + _INTERNAL,
-        "daemon.atproto.accounts": "the community accounts' PDS sessions and rows (delete_account_tx): " + _INTERNAL,
+        "daemon.atproto.accounts": "creating and adopting community accounts (CommunityAccount, bring_own_account, forget_account): " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
-        "daemon.http.base": "encode_json, the member page's pre-encoded answer: " + _INTERNAL,
         "daemon.http.lean": "the lean membership/check route (lean.py: issue 23 item 8)",
         "daemon.runtime.cli": "`from daemon.runtime import cli` (fail, progress: exported; a mechanical change left)",
         "daemon.sync": "the network sync's Interest and events: " + _INTERNAL,
-        "daemon.runtime.retention": "the pace of bounded pruning batches (BATCH, PAUSE_SECONDS): " + _INTERNAL,
-    },
-    "records": {
-        "daemon.atproto.accounts": "the community accounts' PDS sessions: " + _INTERNAL,
     },
 }
 

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.atproto.accounts import delete_account_tx
+from daemon.plugin import delete_account_tx
 from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, member_status, membership_proof, nsid,

@@ -57,7 +57,7 @@ async def _active(app: "Application", did: str | None) -> bool:
 
 
 async def _repo(app: "Application", did: str) -> Any:
-    from daemon.atproto.accounts import community_repo
+    from daemon.plugin import community_repo
     return await community_repo(app, did)
 
 

@@ -343,7 +343,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     community = await communities_store.get_community(app.db, did)
     done: list[str] = []
     if community is not None and community["state"] == "active":
-        from daemon.atproto.accounts import community_repo
+        from daemon.plugin import community_repo
         done.append(await put_from_index(app, await community_repo(app, did), did))
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):

@@ -108,7 +108,7 @@ async def audit_tx(app: "Application", tx: Transaction, community_did: str, acti
 
 async def community_repo_for(app: "Application", did: str) -> Any:
     """The community account's repo client (502 rather than any other error)."""
-    from daemon.atproto.accounts import community_repo
+    from daemon.plugin import community_repo
     return await pds(community_repo(app, did))
 
 

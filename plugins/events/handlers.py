@@ -13,8 +13,8 @@ import tornado.iostream
 import tornado.websocket
 
 from daemon.plugin import is_did
-from daemon.http.base import (SERVER_HEADER, ApiError, RequestLogic, BaseHandler, decode_cursor, encode_cursor,
-                              encode_json, error_for)
+from daemon.plugin import (SERVER_HEADER, ApiError, RequestLogic, BaseHandler, decode_cursor, encode_cursor,
+                           encode_json, error_for)
 from daemon.plugin import CURSOR, DID, STRING, Response, arr, obj, operation, query
 from daemon.plugin import NOT_FOUND, CommunitiesService
 from plugins.events.stream import (CLOSE_CURSOR_EXPIRED, MAX_LIMIT, MAX_WAIT, EventStream, Filter, Subscriber,

@@ -173,7 +173,7 @@ class RecordsBase(BaseHandler):
         return row
 
     async def repo(self, did: str) -> Any:
-        from daemon.atproto.accounts import community_repo
+        from daemon.plugin import community_repo
         return await pds(community_repo(self.app, did), refusal_is_callers=True)
 
 

@@ -51,7 +51,7 @@ class Records:
             if how != "member" and row["author_did"] != actor.did and not await communities.acts_for_admins(
                     did, actor.app_id):
                 raise APP_NOT_TRUSTED(did, actor.app_id or "-")
-            from daemon.atproto.accounts import community_repo
+            from daemon.plugin import community_repo
             repo = await pds(community_repo(app, did), refusal_is_callers=True)
             await app.writes.run(writes.RecordWrite(app, repo, writes.Write(
                 "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],

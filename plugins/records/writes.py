@@ -210,7 +210,7 @@ async def settle(app: "Application", community_did: str, collection: str, rkey: 
 
 async def _read(app: "Application", write: Write) -> dict[str, Any] | None:
     """The record at the write's key in the repo, as it is now (None: no record)."""
-    from daemon.atproto.accounts import community_repo
+    from daemon.plugin import community_repo
     repo = await community_repo(app, write.community_did)
     return await repo.get_record(write.collection, write.rkey)
 

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from daemon.plugin import Event, Reader, Row, Transaction, hookimpl, iso
 from daemon.security.netguard import AddressRefused, Guard, TargetRefused
-from daemon.plugin import event_data_for
-from daemon.runtime.events import decide_audience
+from daemon.plugin import decide_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
