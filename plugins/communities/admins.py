@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from daemon.plugin import ApiError, MemberStatus, Plan, Row, Run, Transaction
 from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record, audit_tx,
                                        member_status, nsid, require_manager, require_person, require_role)
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -47,7 +46,7 @@ class WriteAdmins(CommunityCommand):
     async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
         did = self.did
         await require_manager(tx, await active_tx(tx, did), self.actor.app_id)
-        await members_store.set_admins_tx(tx, did, self.new)
+        await store.set_admins_tx(tx, did, self.new)
         await audit_tx(self.app, tx, did, self.action, self.actor, self.target_did,
                        metadata={"admins": [a for a, _ in self.new]})
         return {"communityDid": did, "admins": [{"did": a, "addedAt": t} for a, t in self.new]}
@@ -126,10 +125,10 @@ async def allow_app(app: "Application", community: Row, app_id: str, actor: Acto
         await require_manager(tx, row, actor.app_id)
         require_role(await member_status(tx, did, actor.did), admin=True)
         if allow:
-            changed = await communities_store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
+            changed = await store.allow_app_tx(tx, did, app_id, actor.did, app.clock.iso_now(),
                                                            manage=manage)
         else:
-            changed = await communities_store.disallow_app_tx(tx, did, app_id)
+            changed = await store.disallow_app_tx(tx, did, app_id)
         if changed:
             await audit_tx(app, tx, did, "community.app_allowed" if allow else "community.app_disallowed",
                            actor, None, metadata={"appId": app_id, "manage": bool(allow and manage)})

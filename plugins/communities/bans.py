@@ -17,9 +17,7 @@ from plugins.communities.membership import Removal
 from plugins.communities.steps import (Actor, active_tx, admins_list, audit_tx, member_status, require_manager,
                                        require_person)
 from plugins.communities.capabilities import require_capability
-from plugins.communities import store as bans_store
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, MemberStatus
@@ -75,9 +73,9 @@ class Ban(Removal):
     async def check(self, tx: Transaction) -> Plan | None:
         app, did, target_did = self.app, self.did, self.target_did
         _may_ban(await member_status(tx, did, self.actor.did), await member_status(tx, did, target_did))
-        if await members_store.active_ban(tx, did, target_did, app.clock.iso_now()) is not None:
+        if await store.active_ban(tx, did, target_did, app.clock.iso_now()) is not None:
             raise ApiError(409, "already_banned", "This user is already banned; unban first to change the ban.")
-        member = await members_store.get_member(tx, did, target_did)
+        member = await store.get_member(tx, did, target_did)
         if member is None:
             return None
         admins = [a for a in await admins_list(tx, did) if a[0] != target_did]
@@ -87,16 +85,16 @@ class Ban(Removal):
         app, did, target_did, actor, reason, expires_at = \
             self.app, self.did, self.target_did, self.actor, self.reason, self.expires_at
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
-        removed = self.member is not None and await members_store.delete_member_tx(tx, did, target_did)
+        removed = self.member is not None and await store.delete_member_tx(tx, did, target_did)
         if removed:
             if self.was_admin:
-                await members_store.set_admins_tx(tx, did, self.admins)
-            await communities_store.adjust_counts_tx(tx, did, members=-1)
-        dropped = await members_store.delete_request_tx(tx, did, target_did)
+                await store.set_admins_tx(tx, did, self.admins)
+            await store.adjust_counts_tx(tx, did, members=-1)
+        dropped = await store.delete_request_tx(tx, did, target_did)
         if dropped:
-            await communities_store.adjust_counts_tx(tx, did, pending=-1)
+            await store.adjust_counts_tx(tx, did, pending=-1)
         now = app.clock.iso_now()
-        await bans_store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
+        await store.put_ban_tx(tx, community_did=did, member_did=target_did, reason=reason,
                                     expires_at=expires_at, banned_by=actor.did, app_id=actor.app_id, now=now)
         data = {"memberDid": target_did, "bannedBy": actor.did, "reason": reason, "expiresAt": expires_at,
                 "wasMember": removed, "wasPending": dropped}
@@ -116,7 +114,7 @@ async def unban(app: "Application", community: Row, target_did: str, actor: Acto
     async with app.db.transaction("communities.unban") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.ban")
-        lifted = await bans_store.lift_tx(tx, did, target_did, app.clock.iso_now())
+        lifted = await store.lift_tx(tx, did, target_did, app.clock.iso_now())
         if lifted is None:
             raise ApiError(404, "not_banned", "This user is not banned from the community.")
         await emit_tx(app, tx, "member.unbanned", community_did=did,

@@ -16,8 +16,7 @@ from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, member_status, membership_proof, nsid,
                                        profile_record, require_manager, require_person, require_role, store_profile_tx)
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -64,7 +63,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         wanted = (handle or default_handle(display_name, actor.did)).strip().lower().lstrip("@")
         if "." not in wanted:
             wanted += await pds(fetch_handle_domain(app))
-        unfinished = await communities_store.creating_community(app.db, handle=wanted)
+        unfinished = await store.creating_community(app.db, handle=wanted)
         if unfinished is not None and unfinished["creator_did"] == actor.did:
             # An earlier attempt provisioned the account and failed later: finish it.
             account = CommunityAccount(unfinished["did"], unfinished["handle"], unfinished["pds_url"])
@@ -97,21 +96,21 @@ class CreateCommunity(CommunityCommand):
     async def check(self, tx: Transaction) -> Plan:
         app, account, actor = self.app, self.account, self.actor
         self.now = now = app.clock.iso_now()
-        row = await communities_store.get_community(tx, account.did)
+        row = await store.get_community(tx, account.did)
         if row is not None and (row["state"] == "active" or row["creator_did"] != actor.did):
             raise ApiError(409, "community_exists", f"{account.handle} is already a community here.")
         if row is None:
-            await communities_store.insert_community_tx(
+            await store.insert_community_tx(
                 tx, did=account.did, handle=account.handle, display_name=self.display_name,
                 description=self.description, type=self.type, pds_url=account.pds_url,
                 account_kind=self.account_kind, creator_did=actor.did, creator_app_id=actor.app_id,
                 proof_rkey=new_tid(app.clock), now=now)
         else:
-            await communities_store.update_community_tx(
+            await store.update_community_tx(
                 tx, account.did, now, display_name=self.display_name, description=self.description,
                 type=self.type, handle=account.handle, pds_url=account.pds_url)
-        await communities_store.set_visibility_tx(tx, account.did, None, **self.visibility)
-        self.row = row = await communities_store.get_community(tx, account.did)
+        await store.set_visibility_tx(tx, account.did, None, **self.visibility)
+        self.row = row = await store.get_community(tx, account.did)
         return Plan(key=f"create:{account.did}", operation="community.created", rkey=row["proof_rkey"],
                     community_did=account.did, payload={"creatorDid": actor.did})
 
@@ -133,12 +132,12 @@ class CreateCommunity(CommunityCommand):
 
     async def commit(self, tx: Transaction, run: Run) -> dict[str, Any]:
         app, did, actor, now = self.app, self.did, self.actor, self.now
-        await communities_store.update_community_tx(tx, did, app.clock.iso_now(), state="active")
-        await members_store.insert_member_tx(
+        await store.update_community_tx(tx, did, app.clock.iso_now(), state="active")
+        await store.insert_member_tx(
             tx, community_did=did, member_did=actor.did, now=now, proof_rkey=self.row["proof_rkey"],
             proof_cid=self.proof.get("cid"), membership_uri=None, membership_cid=None,
             app_id=actor.app_id, admin_rank=0)
-        await communities_store.set_counts_tx(tx, did, 1, 0)
+        await store.set_counts_tx(tx, did, 1, 0)
         await store_profile_tx(app, tx, actor.did, self.profile)
         await emit_tx(app, tx, "member.joined", community_did=did, data={"memberDid": actor.did},
                       app_id=actor.app_id, actor_did=actor.did)
@@ -148,7 +147,7 @@ class CreateCommunity(CommunityCommand):
 
 
 async def _refuse_existing(app: "Application", did: str) -> None:
-    row = await communities_store.get_community(app.db, did)
+    row = await store.get_community(app.db, did)
     if row is not None and row["state"] == "active":
         raise ApiError(409, "community_exists", f"{did} is already a community here.")
 
@@ -191,7 +190,7 @@ class UpdateProfile(CommunityCommand):
 
     async def commit(self, tx: Transaction, run: Run) -> None:
         await active_tx(tx, self.did)
-        await communities_store.update_community_tx(tx, self.did, self.app.clock.iso_now(), **self.fields)
+        await store.update_community_tx(tx, self.did, self.app.clock.iso_now(), **self.fields)
         await audit_tx(self.app, tx, self.did, "community.profile_updated", self.actor, None,
                        metadata={"fields": self.changed})
 
@@ -232,7 +231,7 @@ class DeleteCommunity(CommunityCommand):
                        metadata={"handle": row["handle"], "memberCount": row["member_count"],
                                  "account": row["account_kind"]})
         await self.app.writes.forget_community_tx(tx, did)
-        await communities_store.delete_community_tx(tx, did)
+        await store.delete_community_tx(tx, did)
         await delete_account_tx(tx, did)
 
 

@@ -16,8 +16,7 @@ from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, Communi
                                        fetch_profile, let_finish, member_status, membership_proof, membership_record,
                                        nsid, refuse_banned, require_manager, require_person, store_profile_tx)
 from plugins.communities.capabilities import require_capability
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -124,7 +123,7 @@ class Join(CommunityCommand):
         rkey = self.proof.rkey
         refusal: ApiError | None = None
         keep_rkey: str | None = None  # the committed member's proof: never roll that one back
-        row = await communities_store.get_community(tx, did)
+        row = await store.get_community(tx, did)
         status = await member_status(tx, did, user_did)
         if row is None or row["state"] != "active":
             refusal = NOT_FOUND(did)
@@ -134,7 +133,7 @@ class Join(CommunityCommand):
             # A concurrent request won. If it shared our intent, its proof is the one
             # we wrote (same key); otherwise ours is a second proof, rolled back below.
             refusal = ApiError(409, "already_member", "This user is already a member of the community.")
-            member = await members_store.get_member(tx, did, user_did)
+            member = await store.get_member(tx, did, user_did)
             keep_rkey = member["proof_rkey"] if member is not None else None
         elif self.from_request and not status.is_pending:
             # The request was withdrawn or rejected meanwhile: take the proof back.
@@ -148,13 +147,13 @@ class Join(CommunityCommand):
                        keep=[self.own] if self.own is not None else [])
             return {}
         if status.is_pending:
-            await members_store.delete_request_tx(tx, did, user_did)
-            await communities_store.adjust_counts_tx(tx, did, pending=-1)
-        await members_store.insert_member_tx(
+            await store.delete_request_tx(tx, did, user_did)
+            await store.adjust_counts_tx(tx, did, pending=-1)
+        await store.insert_member_tx(
             tx, community_did=did, member_did=user_did, now=self.confirmed_at, proof_rkey=rkey,
             proof_cid=self.written.get("cid"), membership_uri=self.membership_uri,
             membership_cid=self.membership_cid, app_id=actor.app_id)
-        await communities_store.adjust_counts_tx(tx, did, members=1)
+        await store.adjust_counts_tx(tx, did, members=1)
         await store_profile_tx(app, tx, user_did, self.profile)
         data = {"memberDid": user_did, **(self.extra or {})}
         await emit_tx(app, tx, event, community_did=did, data=data, app_id=actor.app_id, actor_did=actor.did)
@@ -178,10 +177,10 @@ class Join(CommunityCommand):
         banned = await banned_tx(app, tx, did, user_did)
         if banned is not None:
             raise banned
-        await members_store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
+        await store.insert_request_tx(tx, community_did=did, member_did=user_did, now=now,
                                               membership_uri=self.membership_uri,
                                               membership_cid=self.membership_cid, app_id=actor.app_id)
-        await communities_store.adjust_counts_tx(tx, did, pending=1)
+        await store.adjust_counts_tx(tx, did, pending=1)
         await store_profile_tx(app, tx, user_did, self.profile)
         await audit_tx(app, tx, did, "member.requested", actor, user_did)
         return {"status": "pending", "communityDid": did, "memberDid": user_did, "requestedAt": now}
@@ -209,7 +208,7 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
     # Checked when they asked, but a request stored before DIDs were checked may name one
     # that is malformed or does not exist: nothing is written for it (cheap: cached).
     await require_person(app, member_did, "memberDid")
-    req = await members_store.get_request(app.db, did, member_did)
+    req = await store.get_request(app.db, did, member_did)
     uri, cid = (req["membership_uri"], req["membership_cid"]) if req else (None, None)
     return await _confirm(app, community, member_did, actor, "member.approved", uri, cid, None,
                           extra={"approvedBy": actor.did}, from_request=True)
@@ -221,12 +220,12 @@ async def reject(app: "Application", community: Row, member_did: str, actor: Act
     async with app.db.transaction("communities.reject") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.approve")
-        if not await members_store.delete_request_tx(tx, did, member_did):
+        if not await store.delete_request_tx(tx, did, member_did):
             if (await member_status(tx, did, member_did)).is_member:
                 raise ApiError(409, "already_member", "This user is already a member of the community; "
                                "remove them instead.")
             raise ApiError(404, "no_pending_request", "This user has no pending join request.")
-        await communities_store.adjust_counts_tx(tx, did, pending=-1)
+        await store.adjust_counts_tx(tx, did, pending=-1)
         await emit_tx(app, tx, "member.rejected", community_did=did,
                       data={"memberDid": member_did, "rejectedBy": actor.did, "reason": reason},
                       app_id=actor.app_id, actor_did=actor.did)
@@ -249,10 +248,10 @@ async def leave(app: "Application", community: Row, user_did: str, actor: Actor,
     if status.is_pending and not status.is_member:
         async with app.db.transaction("communities.withdraw") as tx:
             await active_tx(tx, did)
-            request = await members_store.get_request(tx, did, user_did)
-            if not await members_store.delete_request_tx(tx, did, user_did):
+            request = await store.get_request(tx, did, user_did)
+            if not await store.delete_request_tx(tx, did, user_did):
                 raise ApiError(404, "not_member", "This user is not a member of the community.")
-            await communities_store.adjust_counts_tx(tx, did, pending=-1)
+            await store.adjust_counts_tx(tx, did, pending=-1)
             await audit_tx(app, tx, did, "member.request_withdrawn", actor, user_did)
             await own_record_gone_tx(app, tx, did, request, principal)
         return {"status": "withdrawn", "communityDid": did, "memberDid": user_did}
@@ -319,7 +318,7 @@ class RemoveMember(Removal):
 
     async def check(self, tx: Transaction) -> Plan:
         did, member_did = self.did, self.member_did
-        member = await members_store.get_member(tx, did, member_did)
+        member = await store.get_member(tx, did, member_did)
         if member is None:
             raise ApiError(404, "not_member", "This user is not a member of the community.")
         if member["admin_rank"] is not None and not self.admins_too:  # promoted meanwhile
@@ -333,13 +332,13 @@ class RemoveMember(Removal):
     async def commit(self, tx: Transaction, run: Run) -> Row:
         app, did, member_did, actor, event = self.app, self.did, self.member_did, self.actor, self.event
         await active_tx(tx, did)
-        if not await members_store.delete_member_tx(tx, did, member_did):
+        if not await store.delete_member_tx(tx, did, member_did):
             # a concurrent request removed them first
             run.refuse(ApiError(404, "not_member", "This user is not a member of the community."))
             return self.member
         if self.was_admin:
-            await members_store.set_admins_tx(tx, did, self.admins)
-        await communities_store.adjust_counts_tx(tx, did, members=-1)
+            await store.set_admins_tx(tx, did, self.admins)
+        await store.adjust_counts_tx(tx, did, members=-1)
         await emit_tx(app, tx, event, community_did=did, data={"memberDid": member_did, **self.extra},
                       app_id=actor.app_id, actor_did=actor.did)
         await audit_tx(app, tx, did, event, actor, member_did, self.reason, metadata={"wasAdmin": self.was_admin})

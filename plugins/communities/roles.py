@@ -23,8 +23,7 @@ from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit
                                        nsid, require_manager, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
                                               role_fields, role_name, plugin_capabilities)
-from plugins.communities import store as communities_store
-from plugins.communities import store as roles_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -45,8 +44,8 @@ def _definition(row: Row) -> dict[str, Any]:
 
 
 async def _state(reader: Any, did: str) -> tuple[Definitions, Holders]:
-    defs = {r["name"]: _definition(r) for r in await roles_store.definitions(reader, did)}
-    holders = {r["member_did"]: r["roles"].split() for r in await roles_store.holders(reader, did)}
+    defs = {r["name"]: _definition(r) for r in await store.definitions(reader, did)}
+    holders = {r["member_did"]: r["roles"].split() for r in await store.holders(reader, did)}
     return defs, holders
 
 
@@ -121,14 +120,14 @@ class WriteRoles(CommunityCommand):
         new_defs, new_holders = self.new_defs, self.new_holders
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         for name in defs.keys() - new_defs.keys():
-            await roles_store.delete_definition_tx(tx, did, name)
+            await store.delete_definition_tx(tx, did, name)
         for name, role in new_defs.items():
             if defs.get(name) != role:
-                await roles_store.put_definition_tx(
+                await store.put_definition_tx(
                     tx, did, name, description=role["description"],
                     capabilities_json=json.dumps(role["capabilities"]),
                     collections_json=json.dumps(role["collections"]), now=self.now)
-        await roles_store.set_member_roles_tx(tx, did, [
+        await store.set_member_roles_tx(tx, did, [
             (member, " ".join(new_holders.get(member, [])) or None,
              grants_of(new_holders.get(member, []), new_defs))
             for member in {**holders, **new_holders}])
@@ -323,12 +322,12 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
             holders[entry["did"]] = held
     old_defs, old_holders = await _state(tx, did)
     for name in old_defs.keys() - defs.keys():
-        await roles_store.delete_definition_tx(tx, did, name)
+        await store.delete_definition_tx(tx, did, name)
     for name, role in defs.items():
-        await roles_store.put_definition_tx(tx, did, name, description=role["description"],
+        await store.put_definition_tx(tx, did, name, description=role["description"],
                                             capabilities_json=json.dumps(role["capabilities"]),
                                             collections_json=json.dumps(role["collections"]), now=now)
-    await roles_store.set_member_roles_tx(tx, did, [
+    await store.set_member_roles_tx(tx, did, [
         (member, " ".join(holders.get(member, [])) or None, grants_of(holders.get(member, []), defs))
         for member in {**old_holders, **holders}])
     return {"roles": sorted(defs), "roleHolders": len(holders)}
@@ -340,7 +339,7 @@ async def rebuild_tx(tx: Any, did: str, record: dict[str, Any] | None, members: 
 async def _settle(app: "Application", intent: Intent) -> str | None:
     """A role change that did not commit: put the roles record from the index."""
     did = intent.community_did or ""
-    community = await communities_store.get_community(app.db, did)
+    community = await store.get_community(app.db, did)
     done: list[str] = []
     if community is not None and community["state"] == "active":
         from daemon.plugin import community_repo
@@ -348,7 +347,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):
             return None
-        if await communities_store.get_community(tx, did) is not None:
+        if await store.get_community(tx, did) is not None:
             await audit_tx(app, tx, did, "reconciled", None, intent.payload.get("memberDid"),
                            metadata={"operation": intent.operation, "key": intent.key, "rkey": intent.rkey,
                                      "startedAt": intent.created_at, "attempts": intent.tries, "undone": done})

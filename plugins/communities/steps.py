@@ -41,9 +41,7 @@ from urllib.parse import unquote
 
 from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, AppSet, Audience, MemberStatus
 from daemon.plugin import ApiError, Command, Reader, Row, Transaction, is_did, pds
-from plugins.communities import store as audit_store
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -100,7 +98,7 @@ async def audit_tx(app: "Application", tx: Transaction, community_did: str, acti
                    metadata: dict[str, Any] | None = None) -> None:
     if actor is not None:
         metadata = {**(metadata or {}), "actorProven": actor.proven}
-    await audit_store.insert_entry_tx(
+    await store.insert_entry_tx(
         tx, community_did=community_did, action=action, actor_did=actor.did if actor else None,
         target_did=target_did, reason=reason, metadata=metadata,
         app_id=actor.app_id if actor else None, now=app.clock.iso_now())
@@ -147,7 +145,7 @@ def let_finish(task: "asyncio.Future[Any]") -> None:
 async def store_profile_tx(app: "Application", tx: Transaction, did: str,
                            profile: tuple[str | None, str | None, str | None] | None) -> None:
     if profile is not None:
-        await members_store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
+        await store.upsert_profile_tx(tx, did, *profile, app.clock.iso_now())
 
 
 async def require_person(app: "Application", did: str, field: str) -> None:
@@ -173,7 +171,7 @@ class Banned(ApiError):
 async def refuse_banned(app: "Application", community_did: str, user_did: str) -> None:
     """403 ``banned`` if a ban on `user_did` is in force (joins, requests, invites; the bans
     themselves are bans.py's)."""
-    ban = await members_store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
+    ban = await store.active_ban(app.db, community_did, user_did, app.clock.iso_now())
     if ban is not None:
         raise Banned(ban)
 
@@ -181,7 +179,7 @@ async def refuse_banned(app: "Application", community_did: str, user_did: str) -
 async def banned_tx(app: "Application", tx: Transaction, community_did: str, user_did: str) -> ApiError | None:
     """The refusal, if a ban is in force, read inside an admission's own transaction (a ban
     that committed after the admission's first check still holds)."""
-    ban = await members_store.active_ban(tx, community_did, user_did, app.clock.iso_now())
+    ban = await store.active_ban(tx, community_did, user_did, app.clock.iso_now())
     return Banned(ban) if ban is not None else None
 
 
@@ -193,7 +191,7 @@ def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = F
 
 
 async def active_tx(tx: Transaction, did: str) -> Row:
-    row = await communities_store.get_community(tx, did)
+    row = await store.get_community(tx, did)
     if row is None or row["state"] != "active":
         raise NOT_FOUND(did)
     return row
@@ -201,7 +199,7 @@ async def active_tx(tx: Transaction, did: str) -> Row:
 
 async def admins_list(db: Reader, community_did: str) -> list[tuple[str, str]]:
     """The admins as (did, addedAt), primary first."""
-    return [(r["member_did"], r["admin_since"]) for r in await members_store.admins(db, community_did)]
+    return [(r["member_did"], r["admin_since"]) for r in await store.admins(db, community_did)]
 
 
 # ------------------------------------------------------------------ who may see and act
@@ -228,7 +226,7 @@ def status_from_row(row: Row | None) -> MemberStatus:
 async def member_status(db: Reader, community_did: str, user_did: str) -> MemberStatus:
     """What `user_did` is in the community (all False if the community is unknown); `db`:
     ``app.db``, or the transaction a command checks in."""
-    return status_from_row(await communities_store.status(db, community_did, user_did))
+    return status_from_row(await store.status(db, community_did, user_did))
 
 
 def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
@@ -242,11 +240,11 @@ def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
 async def app_can_see(db: Reader, community_did: str, app_id: str | None) -> bool:
     """Whether `app_id` (None: no app, i.e. the service's own browser routes) may see the
     community at all. False for unknown communities."""
-    row = await communities_store.get_community(db, community_did)
+    row = await store.get_community(db, community_did)
     if row is None:
         return False
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
-               and await communities_store.app_allowed(db, community_did, app_id))
+               and await store.app_allowed(db, community_did, app_id))
     return _visible(row, app_id, allowed)
 
 
@@ -266,19 +264,19 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     ``"managers"``) reaches only the apps that act for the admins, whole."""
     if community_did is None:  # the core decides these itself (`decide_audience`)
         return Audience(AppSet(False, frozenset({caused_by_app}))) if caused_by_app else NO_APP
-    row = await communities_store.get_community(db, community_did)
+    row = await store.get_community(db, community_did)
     if row is None or row["state"] != "active":
         return NO_APP
     if row["type"] != "private":
         hears = EVERY
     else:
-        apps = set(await communities_store.allowed_app_ids(db, community_did))
+        apps = set(await store.allowed_app_ids(db, community_did))
         if row["creator_app_id"]:
             apps.add(row["creator_app_id"])
         hears = AppSet(False, frozenset(apps))
     if row["roster_visibility"] == "public" and not managers_only:
         return Audience(hears)
-    managers = set(await communities_store.managing_app_ids(db, community_did))
+    managers = set(await store.managing_app_ids(db, community_did))
     if row["creator_app_id"]:
         managers.add(row["creator_app_id"])
     if not hears.everyone:
@@ -300,7 +298,7 @@ async def checked_status(app: "Application", community_did: str, user_did: str, 
     handler's check of the user's service-auth token, docs/identity.md) returns True.
     Otherwise 403 ``roster_hidden``."""
     app_id = getattr(principal, "app_id", None)
-    row = await communities_store.status_for_app(app.db, community_did, user_did, app_id)
+    row = await store.status_for_app(app.db, community_did, user_did, app_id)
     if row is None or not _visible(row, app_id, bool(row["app_allowed"])):
         raise NOT_FOUND(community_did)
     if row["roster_visibility"] != "public" and app_id is not None and row["creator_app_id"] != app_id \
@@ -313,12 +311,12 @@ async def checked_status(app: "Application", community_did: str, user_did: str, 
 async def require_community(app: "Application", did: str, principal: Any) -> Row:
     """The community's index row, or 404 ``community_not_found`` if it is unknown, deleted,
     still being created, or private and not visible to the principal's app."""
-    row = await communities_store.get_community(app.db, did)
+    row = await store.get_community(app.db, did)
     app_id = getattr(principal, "app_id", None)
     if row is None:
         raise NOT_FOUND(did)
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
-               and await communities_store.app_allowed(app.db, did, app_id))
+               and await store.app_allowed(app.db, did, app_id))
     if not _visible(row, app_id, allowed):
         raise NOT_FOUND(did)
     return row
@@ -328,12 +326,12 @@ async def app_manages(db: Reader, row: Row, app_id: str | None) -> bool:
     """Whether `app_id` may act for the community's admins (None: a browser session: yes)."""
     if app_id is None or row["creator_app_id"] == app_id:
         return True
-    return await communities_store.app_manages(db, row["did"], app_id)
+    return await store.app_manages(db, row["did"], app_id)
 
 
 async def app_manages_community(db: Reader, community_did: str, app_id: str | None) -> bool:
     """`app_manages` by the community's DID (False for an unknown community)."""
-    row = await communities_store.get_community(db, community_did)
+    row = await store.get_community(db, community_did)
     return row is not None and await app_manages(db, row, app_id)
 
 
@@ -356,11 +354,11 @@ async def app_sees_roster(db: Reader, community_did: str, app_id: str | None) ->
 
     False for an unknown or invisible community. ``app_id`` None (the service's own browser
     routes) is True: those routes check their signed-in viewer themselves."""
-    row = await communities_store.get_community(db, community_did)
+    row = await store.get_community(db, community_did)
     if row is None:
         return False
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
-               and await communities_store.app_allowed(db, community_did, app_id))
+               and await store.app_allowed(db, community_did, app_id))
     if not _visible(row, app_id, allowed):
         return False
     if row["roster_visibility"] == "public":

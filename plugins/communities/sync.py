@@ -34,8 +34,7 @@ from daemon.plugin import ApiError, Intent, WriteKind
 from daemon.sync import Interest, SyncEvent
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx, community_lock,
                                        community_repo_for, member_status, nsid)
-from plugins.communities import store as communities_store
-from plugins.communities import store as members_store
+from plugins.communities import store
 from store import sync as sync_store
 from store.db import Database, Transaction
 
@@ -57,7 +56,7 @@ def interest(app: "Application") -> Interest:
     membership = nsid(app, "membership")
 
     async def load(db: Database, mark: Any) -> tuple[set[str], Any]:
-        return await communities_store.interest_since(db, mark or (0, 0, 0))
+        return await store.interest_since(db, mark or (0, 0, 0))
 
     return Interest("communities", load, collections=frozenset({membership}), decode=frozenset({membership}))
 
@@ -68,7 +67,7 @@ def interest(app: "Application") -> Interest:
 async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent]) -> None:
     names = {"membership": nsid(app, "membership"), "profile": nsid(app, "profile"),
              "admins": nsid(app, "admins")}
-    communities = await communities_store.communities_by_dids_tx(tx, sorted({e.did for e in events if e.did}))
+    communities = await store.communities_by_dids_tx(tx, sorted({e.did for e in events if e.did}))
     now = app.clock.iso_now()
     for event in events:
         if event.own:
@@ -78,7 +77,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
             continue  # a community being created: the command's own writes
         if event.kind == "gap":
             dids = [event.did] if community is not None else \
-                await communities_store.active_community_dids_tx(tx) if not event.did else []
+                await store.active_community_dids_tx(tx) if not event.did else []
             if dids:
                 log.warning("events may have been missed (%s): reindexing %d communit%s",
                             "outdated cursor" if not event.did else f"gap in {event.did}",
@@ -99,7 +98,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
                 status = event.status or "inactive"
                 await sync_store.set_inactive_tx(tx, event.did, status, now)
                 if status == "deleted":
-                    for row in await communities_store.memberships_tx(tx, event.did):
+                    for row in await store.memberships_tx(tx, event.did):
                         await _todo(app, tx, "account_deleted", event.did, community=row["community_did"])
         elif event.kind == "commit":
             if community is not None:
@@ -108,7 +107,7 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
                 continue
             for op in event.ops:
                 if op.collection == _PROFILE and op.rkey == "self":
-                    if await communities_store.is_known_tx(tx, event.did):
+                    if await store.is_known_tx(tx, event.did):
                         await _todo(app, tx, "profile", event.did)
                 elif op.collection == names["membership"]:
                     await _membership_op_tx(app, tx, event, op)
@@ -117,13 +116,13 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
 async def _membership_op_tx(app: "Application", tx: Transaction, event: SyncEvent, op: Any) -> None:
     uri = f"at://{event.did}/{op.collection}/{op.rkey}"
     if op.action == "delete":
-        for row in await communities_store.by_membership_uri_tx(tx, event.did, uri):
+        for row in await store.by_membership_uri_tx(tx, event.did, uri):
             await _todo(app, tx, "leave", event.did, community=row["community_did"], rkey=op.rkey)
         return
     target = (op.record or {}).get("community")
     if not isinstance(target, str):
         return
-    row = await communities_store.get_community(tx, target)
+    row = await store.get_community(tx, target)
     if row is None or row["state"] != "active":
         return
     own = await app.writes.get(f"membership:{target}:{event.did}", tx)
@@ -171,7 +170,7 @@ async def settle(app: "Application", intent: Intent) -> str | None:
 
 
 async def _community(app: "Application", intent: Intent) -> Any:
-    row = await communities_store.get_community(app.db, intent.payload.get("community") or "")
+    row = await store.get_community(app.db, intent.payload.get("community") or "")
     if row is None or row["state"] != "active":
         raise ApiError(404, "not_found", "The community is gone.")
     return row
@@ -218,7 +217,7 @@ async def _identity(app: "Application", intent: Intent) -> str:
     if info.handle is None:
         return "refused"  # the handle does not resolve back: keep the last verified one
     async with app.db.transaction("communities.sync_handle") as tx:
-        await communities_store.set_handle_tx(tx, did, info.handle, app.clock.iso_now())
+        await store.set_handle_tx(tx, did, info.handle, app.clock.iso_now())
     return "applied"
 
 
@@ -229,7 +228,7 @@ async def _profile(app: "Application", intent: Intent) -> str:
     info = await resolve_did(app, did)
     profile = await read_user_profile(app, did) or {}
     async with app.db.transaction("communities.sync_profile") as tx:
-        await communities_store.set_profile_tx(tx, did, info.handle, profile.get("displayName"), profile.get("avatar"),
+        await store.set_profile_tx(tx, did, info.handle, profile.get("displayName"), profile.get("avatar"),
                                         app.clock.iso_now())
     return "applied"
 
@@ -251,22 +250,22 @@ async def _refresh(app: "Application", intent: Intent) -> str:
         admins = await repo.get_record(nsid(app, "admins"), "self")
         now = app.clock.iso_now()
         async with app.db.transaction("communities.sync_refresh") as tx:
-            row = await communities_store.get_community(tx, did)
+            row = await store.get_community(tx, did)
             if row is None:
                 return "refused"
             fields = profile_fields(row, profile["value"]) if profile is not None else {}
             changed = {k: v for k, v in fields.items() if row[k] != v}
             if changed:
-                await communities_store.update_community_tx(tx, did, now, **changed)
+                await store.update_community_tx(tx, did, now, **changed)
             if admins is not None:
                 ordered = []
                 for entry in admins["value"].get("admins") or []:
                     if isinstance(entry, dict) and isinstance(entry.get("did"), str) and \
-                            await members_store.get_member(tx, did, entry["did"]) is not None:
+                            await store.get_member(tx, did, entry["did"]) is not None:
                         ordered.append((entry["did"], entry.get("addedAt") or now))
                 current = await admins_list(tx, did)
                 if ordered and [d for d, _ in ordered] != [d for d, _ in current]:
-                    await members_store.set_admins_tx(tx, did, ordered)
+                    await store.set_admins_tx(tx, did, ordered)
                     changed["admins"] = [d for d, _ in ordered]
             if changed:
                 await audit_tx(app, tx, did, "community.refreshed", None, None,
