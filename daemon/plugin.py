@@ -40,6 +40,15 @@ from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesServic
                                      RecordsService, WebhooksService, WebService)
 from daemon.security.access import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, MemberStatus
 from store.db import Reader, Row, Transaction
+# identities, public repo reads, browser sessions and the outbound guard (issue 23: what the
+# oauth, web, webhooks and communities plugins used to import from the internals)
+from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
+from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
+from daemon.http.base import SID_COOKIE
+from daemon.http.openapi import error_or_page
+from daemon.security.netguard import AddressRefused, Guard, GuardedTransport, RequestRefused, Target, TargetRefused
+from daemon.security.sessions import (NewSession, authenticate_session, clear_session_cookies, create_session,
+                                      end_session, set_session_cookies)
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
 #: in a plugin's top-level ``tests/conftest.py`` (the same as ``"commonroom_testing"``).
@@ -53,6 +62,8 @@ __all__ = [
     "operation", "query", "header", "obj", "arr", "nullable", "page", "Response", "html", "redirect",
     "NO_CONTENT", "STRING", "STRING_OR_NULL", "INTEGER", "BOOLEAN", "DATETIME", "DATETIME_OR_NULL", "DID",
     "CURSOR", "ANY", "EVENT_KIND", "enum_of",
+    # an answer that is JSON to an API client and an HTML page to a browser's form post
+    "error_or_page",
     # a handler's request logic outside BaseHandler (e.g. a WebSocket handler) and its answers
     "RequestLogic", "SERVER_HEADER", "encode_json", "error_for",
     # pages for people (the web plugin draws them in the site's layout)
@@ -80,6 +91,14 @@ __all__ = [
     # services of the built-in plugins
     "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     "RecordsService",
+    # identities and public repo reads: any DID's document and handle, a person's profile, records, blobs
+    "DidInfo", "resolve_identity", "resolve_did", "require_known_did", "read_user_profile", "get_record",
+    "blob_cid", "blob_url",
+    # browser sessions: the `sid` and `csrf-token` cookies (the oauth plugin signs people in with them)
+    "SID_COOKIE", "NewSession", "create_session", "authenticate_session", "end_session",
+    "set_session_cookies", "clear_session_cookies",
+    # outbound requests through the SSRF guard (`app.http` is a guarded client; these build another)
+    "Guard", "Target", "GuardedTransport", "TargetRefused", "AddressRefused", "RequestRefused",
     # background clean-up in bounded batches
     "prune_in_batches", "PRUNE_BATCH", "PRUNE_PAUSE_SECONDS",
     # time

@@ -29,12 +29,12 @@ def config_overrides() -> dict[str, Any]:
 def fake_banner(app: Any, monkeypatch: Any, body: Any) -> dict[str, int]:
     """Point the session user's profile banner at a mock server streaming `body` (an async
     generator function taking the byte counter); returns the counter of bytes sent."""
-    import daemon.atproto.pds as pds_module
+    import daemon.plugin as api  # where the plugin looks it up
 
     async def profile(app_: Any, did: str) -> dict[str, Any]:
         return {"banner": "https://cdn.example.com/banner.jpg"}
 
-    monkeypatch.setattr(pds_module, "read_user_profile", profile)
+    monkeypatch.setattr(api, "read_user_profile", profile)
     sent = {"bytes": 0}
 
     def handler(request: httpx.Request) -> httpx.Response:

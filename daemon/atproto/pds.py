@@ -75,13 +75,6 @@ def blob_url(pds_url: str, did: str, cid: str) -> str:
             f"&cid={quote(cid, safe='')}")
 
 
-def image_url(row: Any, image: str) -> str | None:
-    """The URL of a community's ``avatar`` or ``banner``, from its index row (the
-    ``<image>_cid``, ``pds_url`` and ``did`` columns), or None when it has none."""
-    cid = row[f"{image}_cid"]
-    return blob_url(row["pds_url"], row["did"], cid) if cid else None
-
-
 def blob_cid(blob: Any) -> str | None:
     """The CID of a blob reference (current ``ref.$link`` shape, or the legacy ``cid``)."""
     if not isinstance(blob, dict):

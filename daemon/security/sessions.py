@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from daemon.base import ApiError, Principal
 from daemon.http.base import SID_COOKIE
@@ -24,7 +24,15 @@ def hash_sid(sid: str) -> str:
     return hashlib.sha256(sid.encode()).hexdigest()
 
 
-async def create_session(app: "Application", did: str, handle: str | None) -> tuple[str, str, str]:
+class NewSession(NamedTuple):
+    """What `create_session` returns: the cookie values, and the id the session is known by
+    (`Principal.session_id`, what `end_session` takes); the sid itself is never stored."""
+    sid: str
+    csrf: str
+    id_hash: str
+
+
+async def create_session(app: "Application", did: str, handle: str | None) -> NewSession:
     """A new session for `did`: returns (sid, csrf token, session id hash)."""
     sid, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
     now = app.clock.time()
@@ -32,10 +40,11 @@ async def create_session(app: "Application", did: str, handle: str | None) -> tu
         await sessions_store.create_session_tx(
             tx, id_hash=hash_sid(sid), did=did, handle=handle, csrf_token=csrf, now=now,
             expires_at=now + app.config.sessions.lifetime_seconds)
-    return sid, csrf, hash_sid(sid)
+    return NewSession(sid, csrf, hash_sid(sid))
 
 
 def set_session_cookies(handler: Any, sid: str, csrf: str) -> None:
+    """Send the session's two cookies (`Secure` when the site's base URL is https)."""
     secure = handler.app.config.server.base_url.startswith("https://")
     max_age = handler.app.config.sessions.lifetime_seconds
     handler.set_cookie(SID_COOKIE, sid, path="/", httponly=True, samesite="Lax", secure=secure,
@@ -45,11 +54,14 @@ def set_session_cookies(handler: Any, sid: str, csrf: str) -> None:
 
 
 def clear_session_cookies(handler: Any) -> None:
+    """Tell the browser to drop the session's cookies."""
     handler.clear_cookie(SID_COOKIE, path="/")
     handler.clear_cookie(CSRF_COOKIE, path="/")
 
 
 async def authenticate_session(app: "Application", sid: str) -> Principal:
+    """The `Principal` of a live session (its idle clock touched), or 401 `session_invalid` /
+    `session_expired`."""
     id_hash = hash_sid(sid)
     row = await sessions_store.get_session(app.db, id_hash)
     now = app.clock.time()
@@ -70,6 +82,7 @@ async def authenticate_session(app: "Application", sid: str) -> Principal:
 
 
 async def end_session(app: "Application", id_hash: str) -> None:
+    """End the session known by `id_hash` (`Principal.session_id`); ending one already gone is no error."""
     async with app.db.transaction("sessions.delete") as tx:
         await sessions_store.delete_session_tx(tx, id_hash)
 

@@ -14,7 +14,7 @@ import argparse
 from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.runtime import cli
-from daemon.atproto.pds import blob_cid
+from daemon.plugin import blob_cid
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities

@@ -112,8 +112,7 @@ async def community_repo_for(app: "Application", did: str) -> Any:
 
 async def fetch_profile(app: "Application", did: str) -> tuple[str | None, str | None, str | None] | None:
     """(handle, displayName, avatar URL) of a user, best effort and time-bounded."""
-    from daemon.atproto.identity import resolve_identity
-    from daemon.atproto.pds import read_user_profile
+    from daemon.plugin import read_user_profile, resolve_identity
 
     timeout = app.config.plugin("communities").profile_fetch_timeout_seconds
 
@@ -152,7 +151,7 @@ async def require_person(app: "Application", did: str, field: str) -> None:
     """`did` names a real person before it is written to the PDS or the index: a strict
     did:plc / did:web whose document resolves (cached; 400 ``invalid_request`` /
     ``unsupported_did`` / ``unknown_did``, 502 if the directory cannot be reached)."""
-    from daemon.atproto.identity import require_known_did
+    from daemon.plugin import require_known_did
     await require_known_did(app, did, field)
 
 

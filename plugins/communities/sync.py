@@ -180,8 +180,7 @@ async def _own_record(app: "Application", did: str, rkey: str) -> dict[str, Any]
     """The person's membership record at `rkey`, read from their own PDS (as their DID
     document names it): the stream's word is checked against the repo before anyone joins
     or leaves because of it."""
-    from daemon.atproto.identity import resolve_did
-    from daemon.atproto.pds import get_record
+    from daemon.plugin import get_record, resolve_did
     info = await resolve_did(app, did)
     if not info.pds_url:
         raise ApiError(400, "no_pds", f"{did} names no PDS")
@@ -211,7 +210,7 @@ async def _leave(app: "Application", intent: Intent) -> str:
 
 
 async def _identity(app: "Application", intent: Intent) -> str:
-    from daemon.atproto.identity import resolve_did
+    from daemon.plugin import resolve_did
     did = intent.payload["did"]
     info = await resolve_did(app, did, fresh=True)
     if info.handle is None:
@@ -222,8 +221,7 @@ async def _identity(app: "Application", intent: Intent) -> str:
 
 
 async def _profile(app: "Application", intent: Intent) -> str:
-    from daemon.atproto.identity import resolve_did
-    from daemon.atproto.pds import read_user_profile
+    from daemon.plugin import read_user_profile, resolve_did
     did = intent.payload["did"]
     info = await resolve_did(app, did)
     profile = await read_user_profile(app, did) or {}

@@ -32,7 +32,7 @@ async def set_image(app: "Application", community: Row, actor: Actor, kind: str,
     image = await clean_image(data, kind, limit)
     repo = await service.community_repo_for(app, community["did"])
     blob = await service.pds(repo.upload_blob(image.data, image.mime))
-    from daemon.atproto.pds import blob_cid
+    from daemon.plugin import blob_cid
     await service.update_profile(app, community, actor,
                                  **{kind: (blob_cid(blob), image.mime, len(image.data))})
 
@@ -41,7 +41,7 @@ async def profile_banner(app: "Application", user_did: str) -> bytes:
     """The user's own Bluesky banner, streamed: at most `max_upload_bytes` are read (413
     beyond), and the whole fetch is bounded by `communities.banner_fetch_timeout_seconds`.
     404 `no_profile_banner` when their profile has none."""
-    from daemon.atproto.pds import read_user_profile
+    from daemon.plugin import read_user_profile
     profile = await service.pds(read_user_profile(app, user_did))
     url = (profile or {}).get("banner")
     if not url:

@@ -6,9 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from daemon.atproto.pds import image_url
 from plugins.communities.steps import MemberStatus
-from daemon.plugin import Row
+from daemon.plugin import Row, blob_url
+
+
+def image_url(row: Row, image: str) -> str | None:
+    """The URL of a community's ``avatar`` or ``banner``, from its index row (the
+    ``<image>_cid``, ``pds_url`` and ``did`` columns), or None when it has none."""
+    cid = row[f"{image}_cid"]
+    return blob_url(row["pds_url"], row["did"], cid) if cid else None
 
 
 def community_summary(row: Row) -> dict[str, Any]:

@@ -27,9 +27,7 @@ import httpx
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from daemon.atproto.identity import resolve_did, resolve_identity
-from daemon.plugin import ApiError
-from daemon.security.netguard import RequestRefused
+from daemon.plugin import ApiError, RequestRefused, resolve_did, resolve_identity
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import ClientKeys
 

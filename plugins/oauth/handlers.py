@@ -12,12 +12,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
-from daemon.atproto.identity import resolve_did
-from daemon.atproto.pds import read_user_profile
-from daemon.http.base import ApiError, BaseHandler, same_site_path
-from daemon.http.openapi import (BOOLEAN, STRING, STRING_OR_NULL, Response, arr, error_or_page, obj, operation, query,
-                            redirect)
-from daemon.security.sessions import clear_session_cookies, create_session, end_session, set_session_cookies
+from daemon.plugin import (BOOLEAN, STRING, STRING_OR_NULL, ApiError, BaseHandler, Response, arr, clear_session_cookies,
+                           create_session, end_session, error_or_page, obj, operation, query, read_user_profile,
+                           redirect, resolve_did, safe_next, set_session_cookies)
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
 from plugins.oauth.grants import oauth_state
@@ -76,7 +73,7 @@ def flow_cookie_options(handler: BaseHandler) -> dict[str, Any]:
             "samesite": "Lax", "secure": handler.app.config.server.base_url.startswith("https://")}
 
 
-safe_return_to = same_site_path  # only paths on this service: no open redirect
+safe_return_to = safe_next  # only paths on this service: no open redirect
 
 
 class LoginPageError(Exception):
@@ -167,7 +164,7 @@ class LoginHandler(BrowserFacing):
     async def get(self) -> None:
         """GET /login: the sign-in form lives on the home page (the web plugin's), so send
         the browser there, keeping a `next` path on this site."""
-        target = same_site_path(self.get_query_argument("next", None))
+        target = safe_next(self.get_query_argument("next", None))
         self.redirect("/" + (f"?{urlencode({'next': target})}" if target else ""), status=303)
 
     def is_form(self) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.plugin import ApiError, DID_PATTERN
-from daemon.atproto.pds import image_url
 from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN, PRIMARY
@@ -56,26 +55,27 @@ class SettingsPage(PageHandler):
                 raise sections.forbidden((ADMIN,), "open the settings of this community")
             self.redirect(opened[0]["href"], status=303)
             return
-        await show_general(self, row, FormErrors(values=row_profile(row)))
+        await show_general(self, row, FormErrors(values=row_profile(self, row)))
 
 
 async def show_general(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
     _, layout = await section_page(handler, row, "general", ADMIN, doing="change the profile")
     title = f"Settings: {row['display_name']}"
     handler.render_page("settings.html", title=("Error: " + title) if errors else title, status=status,
-                        community=row_profile(row), errors=errors, values=errors.values, **layout)
+                        community=row_profile(handler, row), errors=errors, values=errors.values, **layout)
 
 
 async def show_pictures(handler: PageHandler, row: Any, errors: FormErrors, status: int = 200) -> None:
     _, layout = await section_page(handler, row, "pictures", ADMIN, doing="change the pictures")
     title = f"Pictures of {row['display_name']}"
     handler.render_page("pictures.html", title=("Error: " + title) if errors else title, status=status,
-                        community=row_profile(row), errors=errors, values=errors.values,
+                        community=row_profile(handler, row), errors=errors, values=errors.values,
                         max_upload_mb=round(handler.app.config.plugin("communities").max_upload_bytes / 1_048_576, 1),
                         image_preview=True, **layout)
 
 
-def row_profile(row: Any) -> dict[str, Any]:
+def row_profile(handler: PageHandler, row: Any) -> dict[str, Any]:
+    image_url = handler.communities.image_url
     return {"displayName": row["display_name"], "description": row["description"] or "",
             "type": row["type"], "handle": row["handle"], "did": row["did"],
             "avatar": image_url(row, "avatar"), "banner": image_url(row, "banner")}

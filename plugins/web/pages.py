@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.plugin import ApiError, encode_cursor
+from daemon.plugin import ApiError, clear_session_cookies, encode_cursor, end_session
 from plugins.web import membership, queries
 from plugins.web.assets import PLUGIN_STATIC_PATTERN, STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next
@@ -55,7 +55,7 @@ class DiscoverPage(PageHandler):
                 params["q"] = text
             more = "/discover?" + urlencode(params)
         self.render_page("discover.html", title="Discover communities" if not text else f"Search: {text}",
-                         q=text, communities=[queries.card(r) for r in rows[:limit]], more=more,
+                         q=text, communities=[queries.card(self.app, r) for r in rows[:limit]], more=more,
                          paged=cursor is not None)
 
 
@@ -244,8 +244,6 @@ class SignOutAction(PageHandler):
     """POST /signout: the form twin of the JSON POST /logout (same steps), then home."""
 
     async def submit(self) -> None:
-        from daemon.security.sessions import clear_session_cookies, end_session
-
         assert self.principal is not None and self.principal.session_id
         await self.app.oauth.sign_out(self.principal.session_id)
         await end_session(self.app, self.principal.session_id)

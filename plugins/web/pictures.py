@@ -57,7 +57,7 @@ class PictureAction(PageHandler):
         row = await community_row(self, ident)
         await sections.require(self, row, ADMIN, doing="change the pictures")
         me = signed_in_actor(self)
-        errors = FormErrors(values=row_profile(row))
+        errors = FormErrors(values=row_profile(self, row))
         try:
             if kind == "banner" and self.form.get("fromProfile") == "yes":
                 data = await self.communities.profile_banner(self.principal.did)

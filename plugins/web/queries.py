@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import is_did
-from daemon.atproto.pds import image_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, Row
@@ -26,8 +25,9 @@ def role_of(admin_rank: int | None) -> str:
     return "admin" if admin_rank is not None else "member"
 
 
-def card(row: "Row") -> dict[str, Any]:
+def card(app: "Application", row: "Row") -> dict[str, Any]:
     """A community as a list shows it."""
+    image_url = app.communities.image_url
     return {"did": row["did"], "handle": row["handle"], "name": row["display_name"],
             "description": row["description"] or "", "type": row["type"],
             "avatar": image_url(row, "avatar"), "member_count": row["member_count"]}
@@ -40,7 +40,7 @@ async def my_communities(app: "Application", user_did: str, *, limit: int,
     rows = await app.communities.memberships_of(user_did, limit=limit + 1, after_id=after_id)
     out = []
     for row in rows[:limit]:
-        item = card(row) | {"role": role_of(row["admin_rank"])}
+        item = card(app, row) | {"role": role_of(row["admin_rank"])}
         item["pending_count"] = row["pending_count"] if row["admin_rank"] is not None else None
         out.append(item)
     more = rows[limit - 1]["member_id"] if len(rows) > limit else None
@@ -49,7 +49,7 @@ async def my_communities(app: "Application", user_did: str, *, limit: int,
 
 async def my_requests(app: "Application", user_did: str) -> list[dict[str, Any]]:
     """Communities the user asked to join (role "pending")."""
-    return [card(r) | {"role": "pending", "pending_count": None}
+    return [card(app, r) | {"role": "pending", "pending_count": None}
             for r in await app.communities.requests_of(user_did)]
 
 

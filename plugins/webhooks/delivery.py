@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from daemon.plugin import Event, Reader, Row, Transaction, hookimpl, iso
-from daemon.security.netguard import AddressRefused, Guard, TargetRefused
+from daemon.plugin import AddressRefused, Guard, TargetRefused
 from daemon.plugin import decide_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError

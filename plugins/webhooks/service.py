@@ -15,7 +15,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError, CommunitiesService, Row, Transaction, is_did, iso, validate
-from daemon.security.netguard import TargetRefused
+from daemon.plugin import TargetRefused
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import (dispatcher, previous_secret_context, redeliver_tx, reschedule_pending_tx,
                                        secret_context)
