@@ -40,8 +40,7 @@ from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesServic
                                      RecordsService, WebhooksService, WebService)
 from daemon.security.access import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, MemberStatus
 from store.db import Reader, Row, Transaction
-# identities, public repo reads, browser sessions and the outbound guard (issue 23: what the
-# oauth, web, webhooks and communities plugins used to import from the internals)
+# identities and public repo reads, browser sessions, the outbound guard
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
 from daemon.http.base import SID_COOKIE
