@@ -19,10 +19,6 @@ _INTERNAL = "a core part not (yet) in the public API"
 
 #: plugin -> {internal module it still imports: why}. Shrinks; never grows without a reason.
 ALLOWED: dict[str, dict[str, str]] = {
-    "apikeys": {
-        "store.apps": "the apps table, created by the core's migrations (0001_core.sql): " + _INTERNAL,
-        "store.db": "VersionedCache, the API-key cache's invalidation counter " + _INTERNAL,
-    },
     "oauth": {
         "daemon.atproto.identity": "resolving the signing-in user's DID and PDS: " + _INTERNAL,
         "daemon.atproto.pds": "the user's profile after login: " + _INTERNAL,
@@ -32,27 +28,16 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.security.sessions": "browser sessions are made by this plugin: " + _INTERNAL,
     },
     "web": {
-        "store.apps": _STORE_OTHER,
         "daemon.atproto.pds": "image URLs of community pictures: " + _INTERNAL,
         "daemon.security.sessions": "sign-out ends the browser session: " + _INTERNAL,
     },
-    "events": {
-        "daemon.runtime.events": "the events outbox's queries, the core table plugins may read (docs/plugins.md)",
-    },
     "webhooks": {
-        "store.apps": _STORE_OTHER,
         "daemon.security.netguard": "delivery through the outbound guard: " + _INTERNAL,
     },
     "communities": {
-        "store.apps": _STORE_OTHER,
-        "store.sync": "the network sync's cursor and gaps: " + _INTERNAL,
-        "store.db": "Database, the network sync's batch reads: " + _INTERNAL,
-        "daemon.atproto.accounts": "creating and adopting community accounts (CommunityAccount, bring_own_account, forget_account): " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
         "daemon.http.lean": "the lean membership/check route (lean.py: issue 23 item 8)",
-        "daemon.runtime.cli": "`from daemon.runtime import cli` (fail, progress: exported; a mechanical change left)",
-        "daemon.sync": "the network sync's Interest and events: " + _INTERNAL,
     },
 }
 
