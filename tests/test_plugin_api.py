@@ -107,6 +107,16 @@ def test_every_public_name_exists_and_nothing_else_is_promised():
     assert len(set(api.__all__)) == len(api.__all__)
 
 
+def test_every_method_of_the_core_tables_read_api_is_documented():
+    # AppsTable and Outbox are how plugins reach the core tables they may read: each method
+    # is part of the promise, so its row in the reference names it
+    reference = PLUGIN_DOC.split("\n## The plugin API", 1)[1].split("\n## ", 1)[0]
+    for table in (api.AppsTable, api.Outbox):
+        row = next(line for line in reference.splitlines() if line.startswith(f"| `{table.__name__}` |"))
+        methods = [name for name in vars(table) if not name.startswith("_")]
+        assert methods and all(re.search(rf"[`.]{name}\b", row) for name in methods), table.__name__
+
+
 def test_the_core_never_imports_the_plugin_api():
     # the public module sits above the layers: importing it from inside would tie a layer to all
     importers = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "daemon").rglob("*.py"))
