@@ -101,7 +101,7 @@ def event_message(row: Row, app_id: str) -> bytes:
     """An event as the stream shows it to `app_id` (one WebSocket message, one item of a
     pull): the webhook body (`Event.payload`: type, timestamp, data) after the event id (the
     webhook-id header of its deliveries), then its cursor. SQLite built the rest
-    (`daemon.runtime.events`). An app that may not see the people the event names (``events.people``,
+    (`Outbox.after`). An app that may not see the people the event names (``events.people``,
     the roster rule of `event_audience`) gets the data without them, as its webhooks do."""
     body: str = row["body"]
     if not AppSet.from_stored(row["people"]).has(app_id):
