@@ -48,6 +48,13 @@ from daemon.http.openapi import error_or_page
 from daemon.security.netguard import AddressRefused, Guard, GuardedTransport, RequestRefused, Target, TargetRefused
 from daemon.security.sessions import (NewSession, authenticate_session, clear_session_cookies, create_session,
                                       end_session, set_session_cookies)
+from daemon.atproto.accounts import (CommunityAccount, bring_own_account, fetch_handle_domain, forget_account,
+                                     provision_account)
+from daemon.runtime.events import Outbox
+from daemon.sync.events import Interest, RecordOp, SyncEvent
+from store.apps import AppsTable
+from store.db import VersionedCache
+from store.sync import record_account_status_tx
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
 #: in a plugin's top-level ``tests/conftest.py`` (the same as ``"commonroom_testing"``).
@@ -106,4 +113,10 @@ __all__ = [
     "fail", "progress", "add_json_flag", "print_rows",
     # tests
     "TESTING_PLUGIN",
+    # core tables plugins may read (docs/plugins.md, "Storage"), and a cache of rarely changing rows
+    "AppsTable", "Outbox", "VersionedCache",
+    # following the network: what a plugin subscribes to, what it receives, the accounts it reports gone
+    "Interest", "SyncEvent", "RecordOp", "record_account_status_tx",
+    # accounts a plugin owns on the PDS (a community's): create, bring, forget
+    "CommunityAccount", "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account",
 ]

@@ -72,3 +72,26 @@ async def deactivate_tx(tx: Transaction, app_id: str, now: str) -> None:
 async def all_apps(db: Database) -> list[Row]:
     """Every app, oldest first (operator listing)."""
     return await db.fetchall("SELECT * FROM apps ORDER BY created_at, id")
+
+
+class AppsTable:
+    """The ``apps`` table, a core table (store/migrations/0001_core.sql), as plugins reach
+    it through the plugin API (``daemon.plugin.AppsTable``; docs/plugins.md, "Storage").
+
+    Every API request authenticates into one of these rows (``Principal.app_id``), events
+    are addressed to them and webhooks hang off them, so the table is the core's. Any plugin
+    may read it (``get``); the plugin that registers apps for their owners (``apikeys``) is
+    the only one that writes it (the ``_tx`` methods and the key lookups)."""
+
+    # reads, for any plugin
+    get = staticmethod(get_app)
+    # the registry's own reads and writes: the plugin that manages apps (apikeys)
+    by_key_hash = staticmethod(find_by_key_hash)
+    list_of_owner = staticmethod(list_apps)
+    all = staticmethod(all_apps)
+    count_active_tx = staticmethod(count_active_tx)
+    domain_taken_tx = staticmethod(active_domain_taken_tx)
+    insert_tx = staticmethod(insert_app_tx)
+    update_tx = staticmethod(update_app_tx)
+    set_key_hash_tx = staticmethod(set_key_hash_tx)
+    deactivate_tx = staticmethod(deactivate_tx)

@@ -37,3 +37,15 @@ async def set_active_tx(tx: Transaction, did: str) -> bool:
     return cur.rowcount > 0
 
 
+
+
+async def record_account_status_tx(tx: Transaction, did: str, *, active: bool, status: str | None,
+                                   now: str) -> None:
+    """What the network's stream said of `did`'s account (an ``account`` event): active
+    again forgets it; otherwise its `status` is kept (``inactive`` when the stream names
+    none), the date it first stopped being active too. The one way a plugin writes the
+    core's ``account_status`` (``daemon.plugin.record_account_status_tx``)."""
+    if active:
+        await set_active_tx(tx, did)
+    else:
+        await set_inactive_tx(tx, did, status or "inactive", now)

@@ -240,3 +240,19 @@ async def prune_tx(tx: Transaction, created_before: str, below_seq: int | None, 
         return 0
     cur = await tx.execute("DELETE FROM events WHERE seq <= ?", (last,))
     return cur.rowcount
+
+
+class Outbox:
+    """The events outbox (table ``events``, a core table plugins may read), as plugins reach
+    it through the plugin API (``daemon.plugin.Outbox``; docs/plugins.md, "Storage"). Events
+    are written only by ``emit_tx``, in the transaction of the change they tell of."""
+
+    #: ``await Outbox.bounds(db)``: (oldest seq kept, newest seq ever written).
+    bounds = staticmethod(bounds)
+    #: ``await Outbox.after(db, after, upto, app_id=, kinds=, community_did=, limit=)``: the
+    #: events with ``after < seq <= upto`` an app may hear of, in commit order, as rows
+    #: (``seq``, ``type``, ``community_did``, ``audience``, ``people``, ``body``: the event's JSON).
+    after = staticmethod(stream_after)
+    #: ``await Outbox.prune_tx(tx, created_before, below_seq, limit)``: delete the oldest
+    #: events (a prefix of the outbox); the retention pass of the ``events`` plugin only.
+    prune_tx = staticmethod(prune_tx)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from plugins.apikeys import service
-from store.db import VersionedCache
+from daemon.plugin import VersionedCache
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application, Row

@@ -9,9 +9,7 @@ import re
 import secrets
 from typing import Any
 
-from daemon.plugin import ApiError, Principal, hookimpl
-from store import apps as apps_store
-from store.db import VersionedCache
+from daemon.plugin import ApiError, AppsTable, Principal, VersionedCache, hookimpl
 
 KEY_PREFIX = "cr_"
 KEY_RE = re.compile(r"cr_[0-9a-f]{64}")  # always fullmatch
@@ -54,7 +52,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     cached = cache.get(version, digest)
     if cached is not None:
         return cached
-    row = await apps_store.find_by_key_hash(app.db, digest)
+    row = await AppsTable.by_key_hash(app.db, digest)
     if row is None or not hmac.compare_digest(bytes(row["key_hash"]), digest):
         raise ApiError(401, "invalid_api_key", "The API key is not valid.")
     if not row["active"]:

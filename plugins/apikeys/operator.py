@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemon.plugin import add_json_flag, fail, print_rows
-from store import apps as apps_store
+from daemon.plugin import AppsTable, add_json_flag, fail, print_rows
 
 
 def _add_app_id(parser: argparse.ArgumentParser) -> None:
@@ -21,9 +20,9 @@ def _add_limit(parser: argparse.ArgumentParser) -> None:
 
 async def _deactivate(app: Any, args: argparse.Namespace) -> int:
     async with app.db.transaction("apps.operator_deactivate") as tx:
-        if await apps_store.get_app(tx, args.app_id) is None:
+        if await AppsTable.get(tx, args.app_id) is None:
             return fail(f"no app {args.app_id}")
-        await apps_store.deactivate_tx(tx, args.app_id, app.clock.iso_now())
+        await AppsTable.deactivate_tx(tx, args.app_id, app.clock.iso_now())
     print(f"deactivated {args.app_id}: its API key is refused from now on")
     return 0
 
@@ -34,10 +33,10 @@ async def _rate_limit(app: Any, args: argparse.Namespace) -> int:
     requests = args.max_requests or None
     window = args.window_seconds if requests else None
     async with app.db.transaction("apps.operator_rate_limit") as tx:
-        if await apps_store.get_app(tx, args.app_id) is None:
+        if await AppsTable.get(tx, args.app_id) is None:
             return fail(f"no app {args.app_id}")
-        await apps_store.update_app_tx(tx, args.app_id, app.clock.iso_now(),
-                                       rate_limit_requests=requests, rate_limit_window_seconds=window)
+        await AppsTable.update_tx(tx, args.app_id, app.clock.iso_now(),
+                                  rate_limit_requests=requests, rate_limit_window_seconds=window)
     print(f"{args.app_id}: " + (f"{requests} requests per {window:g} s" if requests else "default limit"))
     return 0
 
@@ -45,7 +44,7 @@ async def _rate_limit(app: Any, args: argparse.Namespace) -> int:
 async def _list(app: Any, args: argparse.Namespace) -> int:
     limits = app.config.rate_limits.api
     rows = []
-    for row in await apps_store.all_apps(app.db):
+    for row in await AppsTable.all(app.db):
         custom = row["rate_limit_requests"] is not None
         requests = row["rate_limit_requests"] if custom else limits.requests
         window = row["rate_limit_window_seconds"] if custom else limits.window_seconds

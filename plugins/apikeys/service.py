@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, Row, validate
+from daemon.plugin import ApiError, AppsTable, Row, validate
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
-from store import apps as apps_store
 
 if TYPE_CHECKING:
     from daemon.plugin import Application
@@ -56,7 +55,7 @@ def app_fields(body: dict[str, Any], required: bool) -> dict[str, Any]:
 
 
 async def owned_app(app: "Application", owner_did: str, app_id: str) -> Row:
-    row = await apps_store.get_app(app.db, app_id)
+    row = await AppsTable.get(app.db, app_id)
     if row is None or row["owner_did"] != owner_did:
         raise ApiError(404, "app_not_found", "No app with this id among yours.")
     return row
@@ -65,7 +64,7 @@ async def owned_app(app: "Application", owner_did: str, app_id: str) -> Row:
 async def list_apps(app: "Application", owner_did: str, limit: int,
                     after: tuple[Any, ...] | None) -> list[Row]:
     """The owner's apps, oldest first; `limit` rows after the keyset `after`."""
-    return await apps_store.list_apps(app.db, owner_did, limit, after)
+    return await AppsTable.list_of_owner(app.db, owner_did, limit, after)
 
 
 async def register(app: "Application", owner_did: str, *, name: str, domain: str) -> tuple[Row, str]:
@@ -73,14 +72,14 @@ async def register(app: "Application", owner_did: str, *, name: str, domain: str
     key, app_id, now = new_key(), new_app_id(), app.clock.iso_now()
     most = app.config.plugin("apikeys").max_apps_per_owner
     async with app.db.transaction("apps.register") as tx:
-        if await apps_store.count_active_tx(tx, owner_did) >= most:
+        if await AppsTable.count_active_tx(tx, owner_did) >= most:
             raise ApiError(409, "too_many_apps",
                            f"You have {most} active apps, the most allowed; deactivate one first.")
-        if await apps_store.active_domain_taken_tx(tx, owner_did, domain):
+        if await AppsTable.domain_taken_tx(tx, owner_did, domain):
             raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-        await apps_store.insert_app_tx(tx, app_id=app_id, owner_did=owner_did, name=name, domain=domain,
-                                       key_hash=hash_key(key), now=now)
-        row = await apps_store.get_app(tx, app_id)
+        await AppsTable.insert_tx(tx, app_id=app_id, owner_did=owner_did, name=name, domain=domain,
+                                  key_hash=hash_key(key), now=now)
+        row = await AppsTable.get(tx, app_id)
     return row, key
 
 
@@ -88,22 +87,22 @@ async def update(app: "Application", owner_did: str, app_id: str, **fields: Any)
     """Change `name` and/or `domain` of an active app."""
     await owned_app(app, owner_did, app_id)
     async with app.db.transaction("apps.update") as tx:
-        row = await apps_store.get_app(tx, app_id)
+        row = await AppsTable.get(tx, app_id)
         if not row["active"]:
             raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
-        if "domain" in fields and await apps_store.active_domain_taken_tx(
+        if "domain" in fields and await AppsTable.domain_taken_tx(
                 tx, owner_did, fields["domain"], except_id=app_id):
             raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-        await apps_store.update_app_tx(tx, app_id, app.clock.iso_now(), **fields)
-        return await apps_store.get_app(tx, app_id)
+        await AppsTable.update_tx(tx, app_id, app.clock.iso_now(), **fields)
+        return await AppsTable.get(tx, app_id)
 
 
 async def deactivate(app: "Application", owner_did: str, app_id: str) -> Row:
     """Deactivate an app for good: its key stops working at once."""
     await owned_app(app, owner_did, app_id)
     async with app.db.transaction("apps.deactivate") as tx:
-        await apps_store.deactivate_tx(tx, app_id, app.clock.iso_now())
-        return await apps_store.get_app(tx, app_id)
+        await AppsTable.deactivate_tx(tx, app_id, app.clock.iso_now())
+        return await AppsTable.get(tx, app_id)
 
 
 async def rotate_key(app: "Application", owner_did: str, app_id: str) -> tuple[Row, str]:
@@ -111,11 +110,11 @@ async def rotate_key(app: "Application", owner_did: str, app_id: str) -> tuple[R
     await owned_app(app, owner_did, app_id)
     key = new_key()
     async with app.db.transaction("apps.rotate_key") as tx:
-        row = await apps_store.get_app(tx, app_id)
+        row = await AppsTable.get(tx, app_id)
         if not row["active"]:
             raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
-        await apps_store.set_key_hash_tx(tx, app_id, hash_key(key), app.clock.iso_now())
-        row = await apps_store.get_app(tx, app_id)
+        await AppsTable.set_key_hash_tx(tx, app_id, hash_key(key), app.clock.iso_now())
+        row = await AppsTable.get(tx, app_id)
     return row, key
 
 
@@ -140,6 +139,6 @@ async def set_rate_limit(app: "Application", owner_did: str, app_id: str,
     else:
         requests, window = None, None
     async with app.db.transaction("apps.rate_limit") as tx:
-        await apps_store.update_app_tx(tx, app_id, app.clock.iso_now(),
-                                       rate_limit_requests=requests, rate_limit_window_seconds=window)
-        return await apps_store.get_app(tx, app_id)
+        await AppsTable.update_tx(tx, app_id, app.clock.iso_now(),
+                                  rate_limit_requests=requests, rate_limit_window_seconds=window)
+        return await AppsTable.get(tx, app_id)

@@ -361,8 +361,8 @@ class AppVisibilityHandler(ApiBase):
         admin = require_did(body.get("adminDid") or self.get_query_argument("adminDid", None), "adminDid")
         manage = bool(validate.boolean(body, "manage", default=False)) if allow else False
         if allow:
-            from store import apps as apps_store
-            target = await apps_store.get_app(self.app.db, app_id)
+            from daemon.plugin import AppsTable
+            target = await AppsTable.get(self.app.db, app_id)
             if target is None or not target["active"]:
                 raise ApiError(404, "app_not_found", f"No active app {app_id}.")
         actor = await self.acting(admin, row)

@@ -44,8 +44,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
     """Provision (or bring) the account, write profile, admins and the creator's proof,
     then index it. A failure after the account exists leaves an invisible 'creating'
     row; the same request again finishes the job."""
-    from daemon.atproto.accounts import (CommunityAccount, bring_own_account, fetch_handle_domain,
-                                         provision_account)
+    from daemon.plugin import CommunityAccount, bring_own_account, fetch_handle_domain, provision_account
 
     cfg = app.config.plugin("communities")
     await require_person(app, actor.did, "creatorDid")
@@ -239,7 +238,7 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
     """Primary admin only (:class:`DeleteCommunity`). Membership proofs stay in the repo
     (history); the account itself is not deleted: its owner keeps it (brought) or it stays
     idle (provisioned). Once the index is gone the answer is 200, whatever happens after."""
-    from daemon.atproto.accounts import forget_account
+    from daemon.plugin import forget_account
 
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.runtime import cli
-from daemon.plugin import blob_cid
+from daemon.plugin import add_json_flag, blob_cid, fail, print_rows, progress as show_progress
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities
@@ -104,9 +103,9 @@ def cli_commands() -> dict[str, Any]:
 
     async def run(app: "Application", args: argparse.Namespace) -> int:
         try:
-            summary = await reindex(app, args.did, progress=cli.progress)
+            summary = await reindex(app, args.did, progress=show_progress)
         except LookupError as exc:
-            return cli.fail(f"reindex: {exc}")
+            return fail(f"reindex: {exc}")
         print(f"reindexed {args.did}: {summary['members']} member(s), {summary['pending']} pending, "
               f"{summary['added']} added, {summary['removed']} removed, admins {summary['admins']}")
         return 0
@@ -115,17 +114,17 @@ def cli_commands() -> dict[str, Any]:
         actions = parser.add_subparsers(dest="action", required=True)
         listing = actions.add_parser("list", help="every community, any state or type, newest first")
         listing.add_argument("--query", help="only those whose name, handle or description match")
-        cli.add_json_flag(listing)
+        add_json_flag(listing)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
         query = store.fts_query(args.query) if args.query else None
         if args.query and query is None:
-            return cli.fail("--query needs a word to search for", 2)
+            return fail("--query needs a word to search for", 2)
         rows = [{"did": r["did"], "handle": r["handle"], "name": r["display_name"], "type": r["type"],
                  "members": r["member_count"], "pending": r["pending_count"], "state": r["state"],
                  "creator": r["creator_did"], "createdAt": r["created_at"]}
                 for r in await store.all_communities(app.db, query)]
-        return cli.print_rows(rows, ("did", "handle", "name", "type", "members", "pending", "state"), args.json)
+        return print_rows(rows, ("did", "handle", "name", "type", "members", "pending", "state"), args.json)
 
     return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),
             "communities": ("list every community (operator): communities list", add_communities, communities)}

@@ -31,12 +31,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError, Intent, WriteKind
-from daemon.sync import Interest, SyncEvent
+from daemon.plugin import Interest, Reader, SyncEvent, Transaction, record_account_status_tx
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx, community_lock,
                                        community_repo_for, member_status, nsid)
 from plugins.communities import store
-from store import sync as sync_store
-from store.db import Database, Transaction
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -55,7 +53,7 @@ def interest(app: "Application") -> Interest:
     records (someone unknown may join by writing one)."""
     membership = nsid(app, "membership")
 
-    async def load(db: Database, mark: Any) -> tuple[set[str], Any]:
+    async def load(db: Reader, mark: Any) -> tuple[set[str], Any]:
         return await store.interest_since(db, mark or (0, 0, 0))
 
     return Interest("communities", load, collections=frozenset({membership}), decode=frozenset({membership}))
@@ -92,12 +90,10 @@ async def apply_tx(app: "Application", tx: Transaction, events: list[SyncEvent])
             if community is not None:
                 log.info("the account of community %s is now %s", event.did,
                             "active" if event.active else event.status or "inactive")
-            elif event.active:
-                await sync_store.set_active_tx(tx, event.did)
             else:
-                status = event.status or "inactive"
-                await sync_store.set_inactive_tx(tx, event.did, status, now)
-                if status == "deleted":
+                await record_account_status_tx(tx, event.did, active=bool(event.active),
+                                               status=event.status, now=now)
+                if not event.active and event.status == "deleted":
                     for row in await store.memberships_tx(tx, event.did):
                         await _todo(app, tx, "account_deleted", event.did, community=row["community_did"])
         elif event.kind == "commit":

@@ -242,8 +242,8 @@ class AppGrantHandler(WebBase):
         self.send_json(await service.allow_app(self.app, row, app_id, self.me, False))
 
     async def _require_app(self, app_id: str) -> None:
-        from store import apps as apps_store
-        target = await apps_store.get_app(self.app.db, app_id)
+        from daemon.plugin import AppsTable
+        target = await AppsTable.get(self.app.db, app_id)
         if target is None or not target["active"]:
             raise ApiError(404, "app_not_found", f"No active app {app_id}.")
 

@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from daemon.plugin import iso
-from daemon.runtime import events as store
+from daemon.plugin import Outbox
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
@@ -36,7 +36,7 @@ async def prune_events(app: "Application", batch: int = BATCH) -> int:
     while True:
         floor = await needed_floor(app)
         async with app.db.transaction("events.prune") as tx:
-            removed = await store.prune_tx(tx, cutoff, floor, batch)
+            removed = await Outbox.prune_tx(tx, cutoff, floor, batch)
         total += removed
         if removed < batch:
             break

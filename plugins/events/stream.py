@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from daemon.plugin import ApiError, encode_cursor, hookimpl
 from daemon.plugin import AppSet, Audience, event_data_for
-from daemon.runtime import events as store
+from daemon.plugin import Outbox
 from daemon.plugin import Row
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -101,7 +101,7 @@ def event_message(row: Row, app_id: str) -> bytes:
     """An event as the stream shows it to `app_id` (one WebSocket message, one item of a
     pull): the webhook body (`Event.payload`: type, timestamp, data) after the event id (the
     webhook-id header of its deliveries), then its cursor. SQLite built the rest
-    (`daemon.runtime.events`). An app that may not see the people the event names (``events.people``,
+    (`Outbox.after`). An app that may not see the people the event names (``events.people``,
     the roster rule of `event_audience`) gets the data without them, as its webhooks do."""
     body: str = row["body"]
     if not AppSet.from_stored(row["people"]).has(app_id):
@@ -156,7 +156,7 @@ class EventStream:
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        self.head = (await store.bounds(self.app.db))[1]
+        self.head = (await Outbox.bounds(self.app.db))[1]
         self._task = self.app.spawn(self._run(), name="events.hub")
         self.app.spawn(self._watch_stopping(), name="events.stopping")
 
@@ -186,7 +186,7 @@ class EventStream:
     async def check_cursor(self, after: int) -> None:
         """400 `invalid_cursor` for a cursor past the newest event, 410 `cursor_expired`
         for one older than what retention kept."""
-        oldest, head = await store.bounds(self.app.db)
+        oldest, head = await Outbox.bounds(self.app.db)
         if after < 0 or after > head:
             raise invalid_cursor("The cursor is ahead of this service's events: it is not one this "
                                  "service issued.")
@@ -195,19 +195,19 @@ class EventStream:
 
     async def now(self) -> int:
         """The cursor of "now": after the newest event."""
-        return (await store.bounds(self.app.db))[1]
+        return (await Outbox.bounds(self.app.db))[1]
 
     async def read(self, f: Filter, after: int, limit: int) -> Page:
         """Events after `after` that `f` takes, up to `limit`, looking through at most
         `SCAN_WINDOW` outbox rows; the cursor is past everything looked at."""
-        oldest, head = await store.bounds(self.app.db)
+        oldest, head = await Outbox.bounds(self.app.db)
         if after < oldest - 1:
             raise cursor_expired(oldest - 1)
         upto = min(after + SCAN_WINDOW, head)
         if upto <= after:
             return Page([], after, False)
         kinds = sorted(f.kinds) if f.kinds is not None else None
-        rows = await store.stream_after(self.app.db, after, upto, app_id=f.app_id, kinds=kinds,
+        rows = await Outbox.after(self.app.db, after, upto, app_id=f.app_id, kinds=kinds,
                                         community_did=f.community_did, limit=limit)
         if len(rows) == limit:
             return Page(rows, rows[-1]["seq"], True)
@@ -313,14 +313,14 @@ class EventStream:
         if not self.subscribers:
             # Nobody to hand events to: move past them without reading them. Long-polls only
             # need the signal; they read for themselves.
-            head = (await store.bounds(self.app.db))[1]
+            head = (await Outbox.bounds(self.app.db))[1]
             if not self.subscribers:  # (a subscriber that came meanwhile needs the full read)
                 if head > self.head:
                     self.head = head
                     self._signal_change()
                 return
         while True:
-            rows = await store.stream_after(self.app.db, self.head, 2 ** 62, app_id=None, kinds=None,
+            rows = await Outbox.after(self.app.db, self.head, 2 ** 62, app_id=None, kinds=None,
                                             community_did=None, limit=MAX_LIMIT)
             if not rows:
                 return

@@ -400,7 +400,7 @@ class AppsPage(PageHandler):
     async def submit(self, ident: str) -> None:
         import re
 
-        from store import apps as apps_store
+        from daemon.plugin import AppsTable
 
         row = await community_row(self, ident)
         await sections.require(self, row, ADMIN, doing="manage the trusted apps")
@@ -410,7 +410,7 @@ class AppsPage(PageHandler):
         if not re.fullmatch(APP_ID, app_id):
             errors.add("appId", "Enter an app id: app_ followed by 16 letters and digits (0-9, a-f)")
         else:
-            target = await apps_store.get_app(self.app.db, app_id)
+            target = await AppsTable.get(self.app.db, app_id)
             if target is None or not target["active"]:
                 errors.add("appId", f"There is no active app {app_id} on this service")
         if errors:

@@ -129,14 +129,14 @@ async def audit_entries(app: "Application", entries: list[dict[str, Any]]) -> li
     """Audit entries (`views.audit_json` shapes) as sentences: people by handle where the
     profile cache knows them, apps by name, roles, pictures and ban ends named."""
     from plugins.web.dates import when
-    from store import apps as apps_store
+    from daemon.plugin import AppsTable
 
     known = await app.communities.profiles([d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
     app_ids = {e["appId"] for e in entries if e["appId"]} | {
         e["metadata"].get("appId") for e in entries if isinstance(e["metadata"].get("appId"), str)}
     apps = {}
     for app_id in app_ids:
-        row = await apps_store.get_app(app.db, app_id)
+        row = await AppsTable.get(app.db, app_id)
         apps[app_id] = row["name"] if row is not None else app_id
 
     def name(did: str | None) -> str | None:
@@ -181,7 +181,7 @@ async def audit_entries(app: "Application", entries: list[dict[str, Any]]) -> li
 async def trusted_apps(app: "Application", community: "Row") -> list[dict[str, Any]]:
     """The apps a community trusts: the one that created it (always, for management) and
     those its admins allowed, with their name and domain."""
-    from store import apps as apps_store
+    from daemon.plugin import AppsTable
 
     creator = community["creator_app_id"]
     entries: list[tuple[str, Row | None]] = [(creator, None)] if creator else []
@@ -189,7 +189,7 @@ async def trusted_apps(app: "Application", community: "Row") -> list[dict[str, A
                 if r["app_id"] != creator]
     out = []
     for app_id, granted in entries:
-        found = await apps_store.get_app(app.db, app_id)
+        found = await AppsTable.get(app.db, app_id)
         out.append({"id": app_id, "name": found["name"] if found else app_id,
                     "domain": found["domain"] if found else None,
                     "active": bool(found and found["active"]), "creator": granted is None,

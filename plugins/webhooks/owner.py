@@ -5,10 +5,9 @@ own it; the rules are the same (plugins/webhooks/service.py)."""
 
 from __future__ import annotations
 
-from daemon.plugin import ApiError
+from daemon.plugin import ApiError, AppsTable
 from plugins.webhooks import handlers
 from plugins.webhooks.handlers import WEBHOOK_ID
-from store import apps as apps_store
 
 APP_ID = r"(app_[0-9a-f]{16})"
 
@@ -31,7 +30,7 @@ class OwnerMixin:
         # Tornado calls the method with path_args after prepare: take the app id off the
         # front so the API-key handler's methods receive exactly their own arguments.
         app_id = self.path_args.pop(0)  # type: ignore[attr-defined]
-        row = await apps_store.get_app(self.app.db, app_id)  # type: ignore[attr-defined]
+        row = await AppsTable.get(self.app.db, app_id)  # type: ignore[attr-defined]
         if row is None or row["owner_did"] != self.principal.did:  # type: ignore[attr-defined]
             raise ApiError(404, "app_not_found", "No app with this id among yours.")
         self._owner_app_id = app_id
