@@ -4,7 +4,7 @@ re-encoded by `images.clean_image`, stored as a blob in the community's repo, an
 its profile (`lifecycle.update_profile`). "Use my own banner" fetches the person's Bluesky
 banner first, bounded in size and time.
 
-Public module: the web plugin calls `set_image` and `profile_banner`."""
+The web pages reach `set_image` and `profile_banner` through the communities service."""
 
 from __future__ import annotations
 
