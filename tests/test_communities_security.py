@@ -100,7 +100,8 @@ async def test_private_visibility_grants_need_a_managing_app(app, client, people
 
 async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, people):
     from plugins.communities.steps import nsid
-    from plugins.communities import service
+    from plugins.communities import membership
+    from plugins.communities.steps import Actor
     from plugins.communities import store as communities_store
 
     api = await Api.make(app, client)
@@ -111,8 +112,8 @@ async def test_a_join_that_loses_a_race_leaves_no_second_proof(app, client, peop
     # A second join that passed its first check before the first one committed, and
     # began its pending write after it finished (so it chose a new record key).
     with pytest.raises(ApiError) as caught:
-        await service._confirm(app, row, bob["did"], service.Actor(bob["did"], api.app_id),
-                               "member.joined", None, None, None)
+        await membership._confirm(app, row, bob["did"], Actor(bob["did"], api.app_id),
+                                   "member.joined", None, None, None)
     assert caught.value.status == 409
     from daemon.atproto.accounts import community_repo
     repo = await community_repo(app, did)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import (STRING, Actor, Capability, CommunitiesService, ConfigError, EventKind, FakeClock,
+from daemon.plugin import (STRING, Actor, ApiError, Capability, CommunitiesService, ConfigError, EventKind, FakeClock,
                            check_range, emit_tx, hookimpl, obj)
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError, collect
@@ -335,3 +335,54 @@ async def test_the_roles_capability_enum_lists_the_plugins_capabilities(app, cli
     body = doc["paths"]["/api/v1/communities/{did}/roles"]["post"]["requestBody"]["content"]["application/json"]
     enum = body["schema"]["properties"]["capabilities"]["items"]["enum"]
     assert "bulletins.pin" in enum and "members.ban" in enum and "records.create" not in enum
+
+
+# ------------------------------------------------------------------ plain values, never a request
+
+
+def _handler_params(fn: Any) -> list[str]:
+    import inspect
+    return [p.name for p in inspect.signature(fn).parameters.values()
+            if p.name == "handler" or "Handler" in str(p.annotation)]
+
+
+async def test_services_take_plain_values_never_a_request_handler(app):
+    """Issue 23 item 3: what a service offers can be asked from anywhere (a command, a job,
+    another plugin), so no method of an interface, nor of the object registered for it,
+    takes the request being served."""
+    from daemon.runtime.services import SERVICE_TYPES, RecordsService
+    for interface in [*SERVICE_TYPES.values(), RecordsService]:
+        implementation = app.service(interface)
+        assert implementation is not None, interface.__name__
+        for attr, fn in vars(interface).items():
+            if attr.startswith("_") or not callable(fn):
+                continue
+            assert _handler_params(fn) == [], f"{interface.__name__}.{attr}"
+            assert _handler_params(getattr(implementation, attr)) == [], f"{type(implementation).__name__}.{attr}"
+
+
+async def test_the_reads_the_routes_and_pages_share_answer_plain_values(app, client):
+    """The community's details, members, requests and audit log, asked with a viewer's DID,
+    an app id and a page's limit and keyset id, as a job or another plugin would ask them."""
+    communities = app.service(CommunitiesService)
+    created = await make_app_key(app, client)
+    await make_community(app, COMMUNITY, creator_app_id=created["appId"])
+    await _member(app, COMMUNITY, "did:plc:admin", admin_rank=0)
+    for n in range(3):
+        await _member(app, COMMUNITY, f"did:plc:member{n}")
+    row = await communities.community_row(COMMUNITY)
+
+    seen = await communities.details(row, "did:plc:member1", created["appId"])
+    assert seen["membership"]["isMember"] and not seen["membership"]["isAdmin"]
+    assert (await communities.details(row, None, None)).get("membership") is None
+    first = await communities.list_members(row, limit=2, after_id=None, search=None, admin_view=False)
+    assert [m["did"] for m in first["members"]] == ["did:plc:admin", "did:plc:member0"] and first["cursor"]
+    assert await communities.roster_allows(row, None)
+    assert (await communities.require_admin(row, "did:plc:admin")).is_primary
+    with pytest.raises(ApiError) as refused:
+        await communities.require_admin(row, "did:plc:member0")
+    assert refused.value.code == "not_admin"
+    assert await communities.pending_list(row, limit=20, after_id=None) == {"pendingMembers": []}
+    assert await communities.audit_log(row, limit=20, before_id=None, action="member.joined") == {"entries": []}
+    fields = await communities.create_fields({"displayName": "Made elsewhere"})
+    assert fields["type"] == app.config.plugin("communities").default_type

@@ -207,10 +207,11 @@ async def test_a_creation_that_crashed_before_its_commit_is_taken_off_the_repo_a
         assert await pds_record(again, did, "admins") is None
         assert await proofs_on_pds(again, did) == {}
         # the same request still finishes it
-        from plugins.communities import service
-        created = await service.create(again, service.Actor(alice["did"], api.app_id), display_name="Half born",
-                                       description="", type="open", handle=None, identifier=None,
-                                       app_password=None)
+        from plugins.communities import lifecycle
+        from plugins.communities.steps import Actor
+        created = await lifecycle.create(again, Actor(alice["did"], api.app_id), display_name="Half born",
+                                         description="", type="open", handle=None, identifier=None,
+                                         app_password=None)
         assert created == {"did": did}
         assert (await pds_record(again, did, "profile"))["displayName"] == "Half born"
         assert list(await proofs_on_pds(again, did)) == [alice["did"]]

@@ -3,10 +3,11 @@ the Application (`cr_services`), reached as ``app.communities``, ``app.apps``,
 ``app.webhooks``, ``app.oauth`` and ``app.web`` (declared in `daemon.runtime.app.Application`).
 
 Plugins never import each other's modules (issue 12): the web plugin's pages call the
-communities, apps and webhook rules through these, the same functions the JSON routes
-call. Each implementation is a thin object that delegates to its plugin's modules, so a
-function a plugin adds becomes available to others by adding one method here and one line
-there. Everything not listed here is private to its plugin.
+communities, apps and webhook rules through these, the same code the JSON routes run. Each
+implementation is where its operations live (the plugin's own routes call it too), not a
+layer forwarding to functions of the same names; its methods take plain values (the actor,
+DIDs, ids, parameters), never a request handler. Everything not listed here is private to
+its plugin.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.events import Audience
     from daemon.security.access import Actor, MemberStatus
     from daemon.base import Principal
-    from daemon.http.base import BaseHandler
     from store.db import Reader, Row, Transaction
 
 #: A DID in a route pattern; colons may arrive percent-encoded (Tornado decodes the group).
@@ -113,17 +113,28 @@ class CommunitiesService(Protocol):
 
     # the JSON routes' and the web pages' own
 
-    # reads, as the JSON routes answer them (`handler`: the request being served)
+    # reads, as the JSON routes answer them (the routes call these too); pages are keyset
+    # pages: `limit` rows after (or before) an id, and a ``cursor`` while more follow
     def path_did(self, value: str) -> str: """A DID from a path (decoded), or the community 404."""
-    def community_fields(self, body: dict[str, Any], *, required: bool) -> dict[str, Any]: ...
-    async def create_fields(self, handler: "BaseHandler", body: dict[str, Any]) -> dict[str, Any]: ...
-    async def details(self, handler: "BaseHandler", row: "Row", viewer: str | None) -> dict[str, Any]: ...
-    async def list_members(self, handler: "BaseHandler", row: "Row", viewer: str | None, *,
-                           admin_view: bool) -> dict[str, Any]: ...
-    async def roster_allows(self, handler: "BaseHandler", row: "Row", viewer: str | None) -> bool: ...
-    async def require_admin(self, handler: "BaseHandler", row: "Row", did: str | None) -> "MemberStatus": ...
-    async def pending_list(self, handler: "BaseHandler", row: "Row") -> dict[str, Any]: ...
-    async def audit_log(self, handler: "BaseHandler", row: "Row") -> dict[str, Any]: ...
+    def community_fields(self, body: dict[str, Any], *, required: bool) -> dict[str, Any]:
+        """displayName, description, type from a body (400 naming the field)."""
+    async def create_fields(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A creation's fields from a body, the type defaulting to ``communities.default_type``."""
+    async def details(self, row: "Row", viewer: str | None, app_id: str | None) -> dict[str, Any]:
+        """The community as `viewer` (a DID; None: nobody named) sees it through the app
+        `app_id` (None: the service's own pages), as GET /communities/:did answers."""
+    async def list_members(self, row: "Row", *, limit: int, after_id: int | None, search: str | None,
+                           admin_view: bool) -> dict[str, Any]:
+        """A page of members (``members``, ``total``, ``cursor``); `search` in handles and names."""
+    async def roster_allows(self, row: "Row", viewer: str | None) -> bool:
+        """Whether `viewer` (a DID; None: signed out) may list the members."""
+    async def require_admin(self, row: "Row", did: str | None) -> "MemberStatus":
+        """The admin's status, or 403 ``not_admin``."""
+    async def pending_list(self, row: "Row", *, limit: int, after_id: int | None) -> dict[str, Any]:
+        """A page of requests to join (``pendingMembers``, ``cursor``)."""
+    async def audit_log(self, row: "Row", *, limit: int, before_id: int | None,
+                        action: str | None) -> dict[str, Any]:
+        """A page of the audit log as the API shows it (``entries``, ``cursor``), newest first."""
     def image_url(self, row: "Row", image: str) -> str | None: """The URL of the avatar or banner."""
     def audit_entry_json(self, row: "Row") -> dict[str, Any]: """An audit_log row as the API shows it."""
 

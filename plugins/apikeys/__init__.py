@@ -8,7 +8,7 @@ from daemon.plugin import hookimpl
 
 from plugins.apikeys import handlers
 from plugins.apikeys.keys import cr_authenticate  # noqa: F401 (the X-Api-Key hook, beside the check)
-from plugins.apikeys.facade import Apps
+from plugins.apikeys.service import Apps
 from plugins.apikeys.operator import cli_commands
 from plugins.apikeys.settings import ApiKeysConfig
 

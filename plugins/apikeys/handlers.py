@@ -8,8 +8,7 @@ from typing import Any
 
 from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, INTEGER, Row, STRING,
                            encode_cursor, obj, operation, page, validate)
-from plugins.apikeys import service
-from plugins.apikeys.service import app_json
+from plugins.apikeys.service import Apps, app_json, apps_of
 
 APP_ID = r"(app_[0-9a-f]{16})"
 
@@ -26,19 +25,23 @@ DOMAIN = {"type": "string", "minLength": 1, "maxLength": 253, "description": "a 
 
 
 class AppsBase(BaseHandler):
-    """The rules live in plugins/apikeys/service.py (shared with the developer pages)."""
+    """The rules are the apps service's (service.py; shared with the developer pages)."""
 
     auth = "session"
 
     @property
+    def apps(self) -> Apps:
+        return apps_of(self.app)
+
+    @property
     def default_limit(self) -> tuple[int, float]:
-        return service.default_limit(self.app)
+        return self.apps.default_limit()
 
     async def owned_app(self, app_id: str) -> Row:
-        return await service.owned_app(self.app, self.principal.did, app_id)
+        return await self.apps.owned_app(self.principal.did, app_id)
 
     def name_and_domain(self, body: dict[str, Any], required: bool) -> dict[str, Any]:
-        return service.app_fields(body, required)
+        return self.apps.app_fields(body, required)
 
 
 class RegisterHandler(AppsBase):
@@ -46,7 +49,7 @@ class RegisterHandler(AppsBase):
                ["name", "domain"]), responses={201: APP_WITH_KEY}, errors={409: "domain_taken, too_many_apps"})
     async def post(self) -> None:
         fields = self.name_and_domain(self.json_body(), required=True)
-        row, key = await service.register(self.app, self.principal.did, **fields)
+        row, key = await self.apps.register(self.principal.did, **fields)
         self.send_json({**app_json(row, self.default_limit), "apiKey": key}, 201)
 
 
@@ -54,7 +57,7 @@ class ListHandler(AppsBase):
     @operation("Your apps", paged=True, responses={200: page("apps", APP)})
     async def get(self) -> None:
         limit, after = self.page_params(2, "ss")
-        rows = await service.list_apps(self.app, self.principal.did, limit + 1,
+        rows = await self.apps.list_apps(self.principal.did, limit + 1,
                                        tuple(after) if after else None)
         out: dict[str, Any] = {"apps": [app_json(r, self.default_limit) for r in rows[:limit]]}
         if len(rows) > limit:
@@ -72,12 +75,12 @@ class AppHandler(AppsBase):
                responses={200: APP}, errors={409: "app_deactivated, domain_taken"})
     async def put(self, app_id: str) -> None:
         fields = self.name_and_domain(self.json_body(), required=False)
-        row = await service.update(self.app, self.principal.did, app_id, **fields)
+        row = await self.apps.update(self.principal.did, app_id, **fields)
         self.send_json(app_json(row, self.default_limit))
 
     @operation("Deactivate an app: its key stops working at once", responses={200: APP})
     async def delete(self, app_id: str) -> None:
-        row = await service.deactivate(self.app, self.principal.did, app_id)
+        row = await self.apps.deactivate(self.principal.did, app_id)
         self.send_json(app_json(row, self.default_limit))
 
 
@@ -85,7 +88,7 @@ class RotateKeyHandler(AppsBase):
     @operation("A new API key (shown once); the old one stops working at once",
                responses={200: APP_WITH_KEY}, errors={409: "app_deactivated"})
     async def post(self, app_id: str) -> None:
-        row, key = await service.rotate_key(self.app, self.principal.did, app_id)
+        row, key = await self.apps.rotate_key(self.principal.did, app_id)
         self.send_json({**app_json(row, self.default_limit), "apiKey": key})
 
 
@@ -100,7 +103,7 @@ class RateLimitHandler(AppsBase):
         "windowMs": {"type": ["integer", "null"], "minimum": 1000, "maximum": 86_400_000}}),
         responses={200: RATE_LIMIT}, errors={403: "limit_above_default"})
     async def put(self, app_id: str) -> None:
-        """An owner may lower the app's limit, never raise it (service.check_rate_limit);
+        """An owner may lower the app's limit, never raise it (`Apps.check_rate_limit`);
         both fields null (or absent) go back to the service default."""
         body = self.json_body()
         await self.owned_app(app_id)
@@ -109,7 +112,7 @@ class RateLimitHandler(AppsBase):
         if not (body.get("maxRequests") is None and body.get("windowMs") is None):
             requests = validate.integer(body, "maxRequests", minimum=1, maximum=1_000_000)
             window = validate.integer(body, "windowMs", minimum=1000, maximum=86_400_000) / 1000.0
-        row = await service.set_rate_limit(self.app, self.principal.did, app_id, requests, window)
+        row = await self.apps.set_rate_limit(self.principal.did, app_id, requests, window)
         self.send_json(app_json(row, self.default_limit)["rateLimit"])
 
 

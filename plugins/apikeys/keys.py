@@ -47,7 +47,7 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     if not KEY_RE.fullmatch(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (facade.py)
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (service.py)
     version = cache.version(app.db)
     cached = cache.get(version, digest)
     if cached is not None:

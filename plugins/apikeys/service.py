@@ -1,27 +1,22 @@
-"""The app rules, in one place for the JSON routes (/api/v1/apps) and the developer
-pages: at most `apikeys.max_apps_per_owner` active apps per owner, one active app per
+"""The apps service (``app.apps``, the interface `daemon.plugin.AppsService`, registered
+through `cr_services`): the app rules, in one place for the JSON routes (/api/v1/apps) and
+the developer pages: at most `apikeys.max_apps_per_owner` active apps per owner, one active app per
 domain, keys shown once (only their hash is kept), an owner may lower an app's rate limit
 but never raise it above the service default. Only the owner sees an app: for anyone else
 it does not exist (404).
 
-This is the plugin's public module: other plugins (the web pages) call these functions
-and nothing else of this package."""
+The object also holds the plugin's cache of valid keys (keys.py). Other plugins (the web
+pages) call the service's methods and nothing else of this package."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from daemon.plugin import ApiError, AppsTable, Row, validate
+from daemon.plugin import ApiError, AppsTable, Row, VersionedCache, validate
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
 
 if TYPE_CHECKING:
     from daemon.plugin import Application
-
-
-def default_limit(app: "Application") -> tuple[int, float]:
-    """The service's API rate limit: (requests, window in seconds)."""
-    api = app.config.rate_limits.api
-    return (api.requests, api.window_seconds)
 
 
 def app_json(row: Row, default: tuple[int, float]) -> dict[str, Any]:
@@ -54,91 +49,106 @@ def app_fields(body: dict[str, Any], required: bool) -> dict[str, Any]:
     return out
 
 
-async def owned_app(app: "Application", owner_did: str, app_id: str) -> Row:
-    row = await AppsTable.get(app.db, app_id)
-    if row is None or row["owner_did"] != owner_did:
-        raise ApiError(404, "app_not_found", "No app with this id among yours.")
-    return row
+class Apps:
+    """`daemon.plugin.AppsService`, bound to one application; the routes and the developer
+    pages call it (`apps_of(app)` within this plugin)."""
+
+    def __init__(self, app: "Application") -> None:
+        self.app = app
+        #: Valid keys, forgotten at any commit (keys.py).
+        self.key_cache = VersionedCache(app.clock)
+
+    def default_limit(self) -> tuple[int, float]:
+        """The service's API rate limit: (requests, window in seconds)."""
+        api = self.app.config.rate_limits.api
+        return (api.requests, api.window_seconds)
+
+    app_json = staticmethod(app_json)
+    app_fields = staticmethod(app_fields)
+
+    async def owned_app(self, owner_did: str, app_id: str) -> Row:
+        row = await AppsTable.get(self.app.db, app_id)
+        if row is None or row["owner_did"] != owner_did:
+            raise ApiError(404, "app_not_found", "No app with this id among yours.")
+        return row
+
+    async def list_apps(self, owner_did: str, limit: int,
+                        after: tuple[Any, ...] | None) -> list[Row]:
+        """The owner's apps, oldest first; `limit` rows after the keyset `after`."""
+        return await AppsTable.list_of_owner(self.app.db, owner_did, limit, after)
+
+    async def register(self, owner_did: str, *, name: str, domain: str) -> tuple[Row, str]:
+        """A new active app and its API key (the only time the key exists in clear)."""
+        key, app_id, now = new_key(), new_app_id(), self.app.clock.iso_now()
+        most = self.app.config.plugin("apikeys").max_apps_per_owner
+        async with self.app.db.transaction("apps.register") as tx:
+            if await AppsTable.count_active_tx(tx, owner_did) >= most:
+                raise ApiError(409, "too_many_apps",
+                               f"You have {most} active apps, the most allowed; deactivate one first.")
+            if await AppsTable.domain_taken_tx(tx, owner_did, domain):
+                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
+            await AppsTable.insert_tx(tx, app_id=app_id, owner_did=owner_did, name=name, domain=domain,
+                                           key_hash=hash_key(key), now=now)
+            row = await AppsTable.get(tx, app_id)
+        return row, key
+
+    async def update(self, owner_did: str, app_id: str, **fields: Any) -> Row:
+        """Change `name` and/or `domain` of an active app."""
+        await self.owned_app(owner_did, app_id)
+        async with self.app.db.transaction("apps.update") as tx:
+            row = await AppsTable.get(tx, app_id)
+            if not row["active"]:
+                raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
+            if "domain" in fields and await AppsTable.domain_taken_tx(
+                    tx, owner_did, fields["domain"], except_id=app_id):
+                raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
+            await AppsTable.update_tx(tx, app_id, self.app.clock.iso_now(), **fields)
+            return await AppsTable.get(tx, app_id)
+
+    async def deactivate(self, owner_did: str, app_id: str) -> Row:
+        """Deactivate an app for good: its key stops working at once."""
+        await self.owned_app(owner_did, app_id)
+        async with self.app.db.transaction("apps.deactivate") as tx:
+            await AppsTable.deactivate_tx(tx, app_id, self.app.clock.iso_now())
+            return await AppsTable.get(tx, app_id)
+
+    async def rotate_key(self, owner_did: str, app_id: str) -> tuple[Row, str]:
+        """A new key for an active app; the old one is refused from now on."""
+        await self.owned_app(owner_did, app_id)
+        key = new_key()
+        async with self.app.db.transaction("apps.rotate_key") as tx:
+            row = await AppsTable.get(tx, app_id)
+            if not row["active"]:
+                raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
+            await AppsTable.set_key_hash_tx(tx, app_id, hash_key(key), self.app.clock.iso_now())
+            row = await AppsTable.get(tx, app_id)
+        return row, key
+
+    def check_rate_limit(self, requests: int, window: float) -> None:
+        """An owner may lower the app's limit (to protect their own quota), never raise it
+        above the service default: raising is the operator's (`commonroom app-rate-limit`)."""
+        default_requests, default_window = self.default_limit()
+        if requests > default_requests or requests / window > default_requests / default_window:
+            raise ApiError(403, "limit_above_default",
+                           f"An app's own limit can only be lower than the service's "
+                           f"({default_requests} per {default_window:g} s); ask the operator "
+                           "to raise it.")
+
+    async def set_rate_limit(self, owner_did: str, app_id: str,
+                             requests: int | None, window: float | None) -> Row:
+        """Set the app's own limit (`requests` per `window` seconds, checked by
+        `check_rate_limit`), or with both None go back to the service default."""
+        await self.owned_app(owner_did, app_id)
+        if requests is not None and window is not None:
+            self.check_rate_limit(requests, window)
+        else:
+            requests, window = None, None
+        async with self.app.db.transaction("apps.rate_limit") as tx:
+            await AppsTable.update_tx(tx, app_id, self.app.clock.iso_now(),
+                                           rate_limit_requests=requests, rate_limit_window_seconds=window)
+            return await AppsTable.get(tx, app_id)
 
 
-async def list_apps(app: "Application", owner_did: str, limit: int,
-                    after: tuple[Any, ...] | None) -> list[Row]:
-    """The owner's apps, oldest first; `limit` rows after the keyset `after`."""
-    return await AppsTable.list_of_owner(app.db, owner_did, limit, after)
-
-
-async def register(app: "Application", owner_did: str, *, name: str, domain: str) -> tuple[Row, str]:
-    """A new active app and its API key (the only time the key exists in clear)."""
-    key, app_id, now = new_key(), new_app_id(), app.clock.iso_now()
-    most = app.config.plugin("apikeys").max_apps_per_owner
-    async with app.db.transaction("apps.register") as tx:
-        if await AppsTable.count_active_tx(tx, owner_did) >= most:
-            raise ApiError(409, "too_many_apps",
-                           f"You have {most} active apps, the most allowed; deactivate one first.")
-        if await AppsTable.domain_taken_tx(tx, owner_did, domain):
-            raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-        await AppsTable.insert_tx(tx, app_id=app_id, owner_did=owner_did, name=name, domain=domain,
-                                  key_hash=hash_key(key), now=now)
-        row = await AppsTable.get(tx, app_id)
-    return row, key
-
-
-async def update(app: "Application", owner_did: str, app_id: str, **fields: Any) -> Row:
-    """Change `name` and/or `domain` of an active app."""
-    await owned_app(app, owner_did, app_id)
-    async with app.db.transaction("apps.update") as tx:
-        row = await AppsTable.get(tx, app_id)
-        if not row["active"]:
-            raise ApiError(409, "app_deactivated", "A deactivated app cannot be changed.")
-        if "domain" in fields and await AppsTable.domain_taken_tx(
-                tx, owner_did, fields["domain"], except_id=app_id):
-            raise ApiError(409, "domain_taken", "You already have an active app for this domain.")
-        await AppsTable.update_tx(tx, app_id, app.clock.iso_now(), **fields)
-        return await AppsTable.get(tx, app_id)
-
-
-async def deactivate(app: "Application", owner_did: str, app_id: str) -> Row:
-    """Deactivate an app for good: its key stops working at once."""
-    await owned_app(app, owner_did, app_id)
-    async with app.db.transaction("apps.deactivate") as tx:
-        await AppsTable.deactivate_tx(tx, app_id, app.clock.iso_now())
-        return await AppsTable.get(tx, app_id)
-
-
-async def rotate_key(app: "Application", owner_did: str, app_id: str) -> tuple[Row, str]:
-    """A new key for an active app; the old one is refused from now on."""
-    await owned_app(app, owner_did, app_id)
-    key = new_key()
-    async with app.db.transaction("apps.rotate_key") as tx:
-        row = await AppsTable.get(tx, app_id)
-        if not row["active"]:
-            raise ApiError(409, "app_deactivated", "A deactivated app has no key to rotate.")
-        await AppsTable.set_key_hash_tx(tx, app_id, hash_key(key), app.clock.iso_now())
-        row = await AppsTable.get(tx, app_id)
-    return row, key
-
-
-def check_rate_limit(app: "Application", requests: int, window: float) -> None:
-    """An owner may lower the app's limit (to protect their own quota), never raise it
-    above the service default: raising is the operator's (`commonroom app-rate-limit`)."""
-    default_requests, default_window = default_limit(app)
-    if requests > default_requests or requests / window > default_requests / default_window:
-        raise ApiError(403, "limit_above_default",
-                       f"An app's own limit can only be lower than the service's "
-                       f"({default_requests} per {default_window:g} s); ask the operator "
-                       "to raise it.")
-
-
-async def set_rate_limit(app: "Application", owner_did: str, app_id: str,
-                         requests: int | None, window: float | None) -> Row:
-    """Set the app's own limit (`requests` per `window` seconds, checked by
-    `check_rate_limit`), or with both None go back to the service default."""
-    await owned_app(app, owner_did, app_id)
-    if requests is not None and window is not None:
-        check_rate_limit(app, requests, window)
-    else:
-        requests, window = None, None
-    async with app.db.transaction("apps.rate_limit") as tx:
-        await AppsTable.update_tx(tx, app_id, app.clock.iso_now(),
-                                  rate_limit_requests=requests, rate_limit_window_seconds=window)
-        return await AppsTable.get(tx, app_id)
+def apps_of(app: "Application") -> Apps:
+    """This plugin's own service object (its private parts included)."""
+    return cast(Apps, app.apps)

@@ -27,8 +27,9 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_services(app: Any) -> dict[str, Any]:
-    # What other plugins may use (daemon/runtime/services.py): the web pages' operations.
-    from plugins.communities.facade import Communities
+    # What other plugins may use (daemon/runtime/services.py), the web pages' reads and
+    # commands too (public.py).
+    from plugins.communities.public import Communities
     return {"communities": Communities(app)}
 
 

@@ -16,11 +16,12 @@ from typing import Any
 from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, Row, STRING, UserMethod, encode_cursor,
                            is_cid, obj, operation, query, require_at_uri, require_did, validate)
 from daemon.http.lean import LeanHandler
-from plugins.communities import common, invites, policy, service, views
+from plugins.communities import admins, common, invites, lifecycle, membership, policy, views
 from plugins.communities import schemas as S
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities.denials import audit_denials
-from plugins.communities.service import Actor
+from plugins.communities.public import communities_of
+from plugins.communities.steps import Actor
 from plugins.communities.steps import ROSTER_HIDDEN, checked_status, path_did, require_community, require_manager
 from plugins.communities import store
 
@@ -69,8 +70,8 @@ class CommunitiesHandler(ApiBase):
         body = self.json_body()
         creator = require_did(body.get("creatorDid"), "creatorDid")
         actor = await self.acting(creator)
-        fields = await common.create_fields(self, body)
-        result = await service.create(self.app, actor, **fields)
+        fields = await communities_of(self.app).create_fields(body)
+        result = await lifecycle.create(self.app, actor, **fields)
         self.send_json(await common.created(self, result["did"], creator), 201)
 
     @operation("List or search the communities this app may see", paged=True, params=[
@@ -91,7 +92,7 @@ class CommunitiesHandler(ApiBase):
         out: dict[str, Any] = {"communities": []}
         for row in rows[:limit]:
             summary = views.community_summary(row)
-            if user_did and not await common.sees_roster(self, row):
+            if user_did and not await common.sees_roster(self.app, row, self.principal.app_id):
                 # The user's membership is hidden from this app (as on membership/check);
                 # a private community is listed only to its members, so it is left out
                 # (the query already leaves such ones out, before the page is cut).
@@ -113,7 +114,8 @@ class CommunityHandler(ApiBase):
                params=[S.did_query("userDid", "show this user's membership")], responses={200: S.DETAILS})
     async def get(self, did: str) -> None:
         row = await self.community(did)
-        self.send_json(await common.details(self, row, common.query_did(self, "userDid")))
+        self.send_json(await communities_of(self.app).details(row, common.query_did(self, "userDid"),
+                                                              self.principal.app_id))
 
     @operation("Delete a community (its primary admin, through a trusted app)",
                params=[S.did_query("adminDid")], body=obj({"adminDid": DID}), body_required=False,
@@ -124,7 +126,7 @@ class CommunityHandler(ApiBase):
         body = self.json_body(required=False)
         admin = body.get("adminDid") or self.get_query_argument("adminDid", None)
         admin = require_did(admin, "adminDid")
-        self.send_json(await service.delete(self.app, row, await self.acting(admin, row)))
+        self.send_json(await lifecycle.delete(self.app, row, await self.acting(admin, row)))
 
 
 class JoinHandler(ApiBase):
@@ -144,7 +146,7 @@ class JoinHandler(ApiBase):
         actor = await self.acting(user, row)
         uri, cid = membership_ref(body)
         invite = await invites.usable(self.app, code, row["did"]) if code is not None else None
-        status, result = await service.join(self.app, row, user, actor,
+        status, result = await membership.join(self.app, row, user, actor,
                                             membership_uri=uri, membership_cid=cid, invite=invite)
         self.send_json(result, status)
 
@@ -157,7 +159,7 @@ class LeaveHandler(ApiBase):
     async def post(self, did: str) -> None:
         row = await self.community(did)
         user = require_did(self.json_body().get("userDid"), "userDid")
-        self.send_json(await service.leave(self.app, row, user, await self.acting(user, row)))
+        self.send_json(await membership.leave(self.app, row, user, await self.acting(user, row)))
 
 
 LIST_MEMBERS = UserMethod("membership.listMembers", "userDid",
@@ -188,7 +190,8 @@ class MembersHandler(CommunityRoute, LeanHandler):
         if admin:
             await require_manager(self.app.db, row, self.principal.app_id)
         viewer = admin or common.query_did(self, "userDid")
-        if viewer and not admin and row["roster_visibility"] == "members" and not await common.sees_roster(self, row):
+        if (viewer and not admin and row["roster_visibility"] == "members"
+                and not await common.sees_roster(self.app, row, self.principal.app_id)):
             # Any member's DID would do (the admins' are public), so an app the community
             # does not trust must prove the member it names.
             proven = bool(self.request.headers.get("Authorization")) and \
@@ -212,7 +215,8 @@ class PendingHandler(ApiBase):
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
         await require_capability_of(self.app, row["did"], admin, "members.approve")
-        self.send_json(await common.pending_list(self, row))
+        limit, after = common.page_after(self)
+        self.send_json(await communities_of(self.app).pending_list(row, limit=limit, after_id=after))
 
 
 class DecisionHandler(ApiBase):
@@ -231,9 +235,9 @@ class DecisionHandler(ApiBase):
         member = require_did(body.get(field), field)
         actor = await self.acting(admin, row, decision)
         if decision == "approve":
-            self.send_json(await service.approve(self.app, row, member, actor))
+            self.send_json(await membership.approve(self.app, row, member, actor))
         else:
-            self.send_json(await service.reject(self.app, row, member, actor, common.reason_field(body)))
+            self.send_json(await membership.reject(self.app, row, member, actor, common.reason_field(body)))
 
 
 class MemberHandler(ApiBase):
@@ -248,7 +252,7 @@ class MemberHandler(ApiBase):
         member = common.path_did(member_did)
         body = self.json_body(required=False)
         admin = require_did(body.get("adminDid") or self.get_query_argument("adminDid", None), "adminDid")
-        self.send_json(await service.remove(self.app, row, member, await self.acting(admin, row),
+        self.send_json(await membership.remove(self.app, row, member, await self.acting(admin, row),
                                             common.reason_field(body)))
 
 
@@ -270,12 +274,12 @@ class AdminsHandler(ApiBase):
             owner = require_did(body.get("currentOwnerDid"), "currentOwnerDid")
             new_owner = require_did(body.get("newOwnerDid"), "newOwnerDid")
             actor = await self.acting(owner, row, action)
-            self.send_json(await service.transfer(self.app, row, new_owner, actor))
+            self.send_json(await admins.transfer(self.app, row, new_owner, actor))
             return
         admin = require_did(body.get("adminDid"), "adminDid")
         member = require_did(body.get("memberDid"), "memberDid")
         actor = await self.acting(admin, row, action)
-        op = service.promote if action == "promote" else service.demote
+        op = admins.promote if action == "promote" else admins.demote
         self.send_json(await op(self.app, row, member, actor))
 
 
@@ -331,7 +335,9 @@ class AuditLogHandler(ApiBase):
         admin = common.query_did(self, "adminDid", required=True)
         await self.acting(admin, row)
         await require_capability_of(self.app, row["did"], admin, "audit.read")
-        self.send_json(await common.audit_log(self, row))
+        limit, before = common.page_after(self)
+        self.send_json(await communities_of(self.app).audit_log(row, limit=limit, before_id=before,
+                                                                action=self.get_query_argument("action", None) or None))
 
 
 class AppVisibilityHandler(ApiBase):
@@ -366,7 +372,7 @@ class AppVisibilityHandler(ApiBase):
             if target is None or not target["active"]:
                 raise ApiError(404, "app_not_found", f"No active app {app_id}.")
         actor = await self.acting(admin, row)
-        self.send_json(await service.allow_app(self.app, row, app_id, actor, allow, manage=manage))
+        self.send_json(await admins.allow_app(self.app, row, app_id, actor, allow, manage=manage))
 
 
 class SettingsHandler(ApiBase):

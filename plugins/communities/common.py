@@ -57,20 +57,6 @@ def reason_field(body: dict[str, Any]) -> str | None:
     return validate.string(body, "reason", required=False, max_len=1000) or None
 
 
-async def create_fields(handler: BaseHandler, body: dict[str, Any]) -> dict[str, Any]:
-    fields = community_fields(body, required=True)
-    fields.setdefault("description", "")
-    fields.setdefault("type", handler.app.config.plugin("communities").default_type)
-    identifier = body.get("identifier", body.get("did"))
-    if identifier is not None:
-        identifier = validate.string({"identifier": identifier}, "identifier", min_len=1, max_len=253)
-        validate.string(body, "appPassword", min_len=1, max_len=200)
-    handle = validate.string(body, "handle", required=False, min_len=1, max_len=253)
-    return {"display_name": fields["display_name"], "description": fields["description"],
-            "type": fields["type"], "handle": handle, "identifier": identifier,
-            "app_password": body.get("appPassword"), **visibility_fields(body)}
-
-
 ROSTER_VISIBILITY = ("public", "members", "admins")
 
 
@@ -92,69 +78,44 @@ def visibility_fields(body: dict[str, Any]) -> dict[str, Any]:
 # ------------------------------------------------------------------ reads
 
 
-async def details(handler: BaseHandler, row: Row, viewer: str | None) -> dict[str, Any]:
-    """Details as seen by `viewer` (None: no user named): a private community shows only
-    its name and type to non-members. Where the community hides its roster from the app
-    (`app_sees_roster`), the named user is ignored: their membership would answer the
-    question `membership/check` answers only with their proof."""
-    app = handler.app
-    if viewer and not await sees_roster(handler, row):
-        viewer = None
-    status = await member_status(app.db, row["did"], viewer) if viewer else None
-    restricted = row["type"] == "private" and not (status and status.is_member)
-    admins = [] if restricted else await store.admins(app.db, row["did"])
-    return views.community_details(row, admins, status, restricted=restricted)
+def app_of(handler: Any) -> str | None:
+    """The request's app (None: a browser session, the service's own)."""
+    return getattr(handler.principal, "app_id", None)
 
 
-async def sees_roster(handler: BaseHandler, row: Row) -> bool:
-    """`app_sees_roster` for the request's app (the browser's routes: yes), with no read
-    where the roster is public or the app created the community."""
-    app_id = getattr(handler.principal, "app_id", None)
+async def sees_roster(app: Any, row: Row, app_id: str | None) -> bool:
+    """`app_sees_roster` for the app `app_id` (None, the browser's routes: yes), with no
+    read where the roster is public or the app created the community."""
     if row["roster_visibility"] == "public" or app_id is None or row["creator_app_id"] == app_id:
         return True
-    return await app_sees_roster(handler.app.db, row["did"], app_id)
+    return await app_sees_roster(app.db, row["did"], app_id)
+
+
+def page_after(handler: BaseHandler) -> tuple[int, int | None]:
+    """A page's `limit` and the id its integer keyset cursor names (None: the first page)."""
+    limit, cursor = handler.page_params(1, "i")
+    return limit, int(cursor[0]) if cursor else None
 
 
 def _page_args(handler: BaseHandler) -> tuple[int, int | None, str | None]:
-    """A member list's `limit`, the id after which it starts, and the `search` as a LIKE pattern."""
-    limit, cursor = handler.page_params(1, "i")
-    search = handler.get_query_argument("search", None)
-    like = None
-    if search:
-        escaped = search.strip().lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        like = f"%{escaped}%"
-    return limit, int(cursor[0]) if cursor else None, like
-
-
-async def list_members(handler: BaseHandler, row: Row, viewer: str | None, *,
-                       admin_view: bool) -> dict[str, Any]:
-    limit, after, like = _page_args(handler)
-    return await _list_members(handler, row, limit, after, like, admin_view=admin_view)
-
-
-async def _list_members(handler: BaseHandler, row: Row, limit: int, after: int | None, like: str | None, *,
-                        admin_view: bool) -> dict[str, Any]:
-    rows = await store.list_members(handler.app.db, row["did"], limit=limit + 1, after_id=after,
-                                            search_like=like)
-    out: dict[str, Any] = {"members": [views.member_json(r, admin_view=admin_view) for r in rows[:limit]],
-                           "total": row["member_count"]}
-    if len(rows) > limit:
-        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
-    return out
+    """A member list's `limit`, the id after which it starts, and the `search`."""
+    limit, after = page_after(handler)
+    return limit, after, handler.get_query_argument("search", None)
 
 
 async def members_json(handler: Any, row: Row, *, admin_view: bool) -> bytes:
     """`list_members` as the JSON bytes the API answers. A page without `search` is built
     as text by SQLite (`store.member_page`: no dict per member, no encoder); a
     search, or a row whose roles need it, takes the dict way. Both give the same JSON."""
-    limit, after, like = _page_args(handler)
-    if like is None:
+    limit, after, search = _page_args(handler)
+    if not search:
         page = await store.member_page(handler.app.db, row["did"], limit=limit, after_id=after,
                                                admin_view=admin_view)
         if not page.odd:
             more = f',"cursor":"{encode_cursor([page.last_id])}"' if page.last_id is not None else ""
             return f'{{"members":{page.members},"total":{int(row["member_count"])}{more}}}'.encode()
-    return encode_json(await _list_members(handler, row, limit, after, like, admin_view=admin_view))
+    return encode_json(await handler.app.communities.list_members(row, limit=limit, after_id=after, search=search,
+                                                                   admin_view=admin_view))
 
 
 async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None, *,
@@ -170,12 +131,6 @@ async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None
     return status
 
 
-async def roster_allows(handler: BaseHandler, row: Row, viewer: str | None) -> bool:
-    """`roster_visible` for a viewer named by DID (None: signed out), e.g. a web page."""
-    status = await member_status(handler.app.db, row["did"], viewer) if viewer else None
-    return roster_visible(row, status)
-
-
 def roster_visible(row: Row, status: MemberStatus | None, *, as_admin: bool = True) -> bool:
     """Whether a viewer with `status` may list the members (`rosterVisibility`, and a
     private community's members-only rule)."""
@@ -184,34 +139,6 @@ def roster_visible(row: Row, status: MemberStatus | None, *, as_admin: bool = Tr
     if row["roster_visibility"] == "members" or row["type"] == "private":
         return bool(status and status.is_member)
     return True
-
-
-async def require_admin(handler: BaseHandler, row: Row, did: str | None) -> MemberStatus:
-    status = await member_status(handler.app.db, row["did"], did) if did else None
-    if status is None or not status.is_admin:
-        raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
-    return status
-
-
-async def pending_list(handler: BaseHandler, row: Row) -> dict[str, Any]:
-    limit, cursor = handler.page_params(1, "i")
-    rows = await store.list_requests(handler.app.db, row["did"], limit=limit + 1,
-                                             after_id=int(cursor[0]) if cursor else None)
-    out: dict[str, Any] = {"pendingMembers": [views.request_json(r) for r in rows[:limit]]}
-    if len(rows) > limit:
-        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
-    return out
-
-
-async def audit_log(handler: BaseHandler, row: Row) -> dict[str, Any]:
-    limit, cursor = handler.page_params(1, "i")
-    action = handler.get_query_argument("action", None) or None
-    rows = await store.list_entries(handler.app.db, row["did"], limit=limit + 1,
-                                          before_id=int(cursor[0]) if cursor else None, action=action)
-    out: dict[str, Any] = {"entries": [views.audit_json(r) for r in rows[:limit]]}
-    if len(rows) > limit:
-        out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
-    return out
 
 
 async def memberships(handler: BaseHandler, user_did: str) -> dict[str, Any]:
@@ -234,4 +161,4 @@ async def community_for(handler: BaseHandler, raw_did: str) -> Row:
 
 async def created(handler: BaseHandler, did: str, viewer: str) -> dict[str, Any]:
     row = await store.get_community(handler.app.db, did)
-    return await details(handler, row, viewer)
+    return await handler.app.communities.details(row, viewer, app_of(handler))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import ApiError
 from plugins.communities.steps import NOT_FOUND, member_status, require_manager
-from plugins.communities.service import Actor, audit_tx
+from plugins.communities.steps import Actor, audit_tx
 from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover

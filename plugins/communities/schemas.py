@@ -1,5 +1,5 @@
 """JSON schemas of the communities plugin's bodies and answers (the shapes of views.py and
-service.py), for the handlers' OpenAPI declarations."""
+the commands), for the handlers' OpenAPI declarations."""
 
 from __future__ import annotations
 

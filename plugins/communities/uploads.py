@@ -1,20 +1,20 @@
 """Avatar and banner uploads as one path for the JSON route
 (`POST /communities/:did/avatar|banner`) and the settings page: the image is decoded and
 re-encoded by `images.clean_image`, stored as a blob in the community's repo, and named in
-its profile (`service.update_profile`). "Use my own banner" fetches the person's Bluesky
+its profile (`lifecycle.update_profile`). "Use my own banner" fetches the person's Bluesky
 banner first, bounded in size and time.
 
-Public module: the web plugin calls `set_image` and `profile_banner`."""
+The web pages reach `set_image` and `profile_banner` through the communities service."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
-from daemon.plugin import ApiError, Row
-from plugins.communities import service
+from daemon.plugin import ApiError, Row, pds
+from plugins.communities import lifecycle, steps
 from plugins.communities.images import clean_image
-from plugins.communities.service import Actor
+from plugins.communities.steps import Actor
 
 if TYPE_CHECKING:
     from daemon.plugin import Application
@@ -30,10 +30,10 @@ async def set_image(app: "Application", community: Row, actor: Actor, kind: str,
     if len(data) > limit:
         raise ApiError(413, "payload_too_large", f"The image is larger than {limit} bytes.")
     image = await clean_image(data, kind, limit)
-    repo = await service.community_repo_for(app, community["did"])
-    blob = await service.pds(repo.upload_blob(image.data, image.mime))
+    repo = await steps.community_repo_for(app, community["did"])
+    blob = await pds(repo.upload_blob(image.data, image.mime))
     from daemon.plugin import blob_cid
-    await service.update_profile(app, community, actor,
+    await lifecycle.update_profile(app, community, actor,
                                  **{kind: (blob_cid(blob), image.mime, len(image.data))})
 
 
@@ -42,7 +42,7 @@ async def profile_banner(app: "Application", user_did: str) -> bytes:
     beyond), and the whole fetch is bounded by `communities.banner_fetch_timeout_seconds`.
     404 `no_profile_banner` when their profile has none."""
     from daemon.plugin import read_user_profile
-    profile = await service.pds(read_user_profile(app, user_did))
+    profile = await pds(read_user_profile(app, user_did))
     url = (profile or {}).get("banner")
     if not url:
         raise ApiError(404, "no_profile_banner", "Your profile has no banner to reuse.")

@@ -10,11 +10,12 @@ import tornado.httputil
 
 from daemon.plugin import ApiError, BOOLEAN, BaseHandler, DID, Row, obj, operation, validate
 
-from plugins.communities import common, service, uploads
+from plugins.communities import admins, common, lifecycle, membership, uploads
 from plugins.communities.capabilities import require_capability_of
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_browser_denials
-from plugins.communities.service import Actor
+from plugins.communities.public import communities_of
+from plugins.communities.steps import Actor
 
 
 class WebBase(BaseHandler):
@@ -26,7 +27,7 @@ class WebBase(BaseHandler):
 
     async def admin_community(self, did: str) -> Row:
         row = await common.community_for(self, did)
-        await common.require_admin(self, row, self.principal.did)
+        await communities_of(self.app).require_admin(row, self.principal.did)
         return row
 
 
@@ -43,8 +44,8 @@ class MyCommunitiesHandler(WebBase):
     @operation("Create a community as yourself", body=obj(S.CREATE_FIELDS, ["displayName"]),
                responses={201: S.DETAILS}, errors=(409, 502))
     async def post(self) -> None:
-        fields = await common.create_fields(self, self.json_body())
-        result = await service.create(self.app, self.me, **fields)
+        fields = await communities_of(self.app).create_fields(self.json_body())
+        result = await lifecycle.create(self.app, self.me, **fields)
         self.send_json(await common.created(self, result["did"], self.principal.did), 201)
 
 
@@ -55,7 +56,7 @@ class JoinHandler(WebBase):
                responses={200: S.CHANGE, 201: S.CHANGE, 202: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
-        status, result = await service.browser_join(self.app, row, self.principal)
+        status, result = await membership.browser_join(self.app, row, self.principal)
         self.send_json(result, status)
 
 
@@ -66,20 +67,20 @@ class LeaveHandler(WebBase):
     @operation("Leave, or withdraw your request", responses={200: S.CHANGE}, errors=(403, 409, 502))
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
-        self.send_json(await service.browser_leave(self.app, row, self.principal))
+        self.send_json(await membership.browser_leave(self.app, row, self.principal))
 
 
 class CommunityHandler(WebBase):
     @operation("A community's details, as you see it", responses={200: S.DETAILS})
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
-        self.send_json(await common.details(self, row, self.principal.did))
+        self.send_json(await communities_of(self.app).details(row, self.principal.did, None))
 
     @operation("Delete a community (its primary admin)", responses={200: S.DELETED}, errors=(403, 409, 502))
     @audit_browser_denials("community.delete")
     async def delete(self, did: str) -> None:
         row = await common.community_for(self, did)
-        self.send_json(await service.delete(self.app, row, self.me))
+        self.send_json(await lifecycle.delete(self.app, row, self.me))
 
 
 class ProfileHandler(WebBase):
@@ -91,7 +92,7 @@ class ProfileHandler(WebBase):
         fields = common.community_fields(self.json_body(), required=False)
         if not fields:
             raise ApiError(400, "invalid_request", "Send displayName, description and/or type.")
-        await service.update_profile(self.app, row, self.me, **fields)
+        await lifecycle.update_profile(self.app, row, self.me, **fields)
         self.send_json(await common.created(self, row["did"], self.principal.did))
 
 
@@ -160,7 +161,8 @@ class PendingHandler(WebBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_capability_of(self.app, row["did"], self.principal.did, "members.approve")
-        self.send_json(await common.pending_list(self, row))
+        limit, after = common.page_after(self)
+        self.send_json(await communities_of(self.app).pending_list(row, limit=limit, after_id=after))
 
 
 class MemberHandler(WebBase):
@@ -170,7 +172,7 @@ class MemberHandler(WebBase):
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
         body = self.json_body(required=False)
-        self.send_json(await service.remove(self.app, row, common.path_did(member_did), self.me,
+        self.send_json(await membership.remove(self.app, row, common.path_did(member_did), self.me,
                                             common.reason_field(body)))
 
 
@@ -179,13 +181,13 @@ class MemberAdminHandler(WebBase):
     @audit_browser_denials("admin.promote", target=True)
     async def post(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
-        self.send_json(await service.promote(self.app, row, common.path_did(member_did), self.me))
+        self.send_json(await admins.promote(self.app, row, common.path_did(member_did), self.me))
 
     @operation("Make an admin a member again", responses={200: S.ADMINS}, errors=(403, 409, 502))
     @audit_browser_denials("admin.demote", target=True)
     async def delete(self, did: str, member_did: str) -> None:
         row = await common.community_for(self, did)
-        self.send_json(await service.demote(self.app, row, common.path_did(member_did), self.me))
+        self.send_json(await admins.demote(self.app, row, common.path_did(member_did), self.me))
 
 
 class MemberDecisionHandler(WebBase):
@@ -196,10 +198,10 @@ class MemberDecisionHandler(WebBase):
         row = await common.community_for(self, did)
         member = common.path_did(member_did)
         if decision == "approve":
-            self.send_json(await service.approve(self.app, row, member, self.me))
+            self.send_json(await membership.approve(self.app, row, member, self.me))
         else:
             body = self.json_body(required=False)
-            self.send_json(await service.reject(self.app, row, member, self.me, common.reason_field(body)))
+            self.send_json(await membership.reject(self.app, row, member, self.me, common.reason_field(body)))
 
 
 class TransferHandler(WebBase):
@@ -209,7 +211,7 @@ class TransferHandler(WebBase):
     async def post(self, did: str) -> None:
         row = await common.community_for(self, did)
         new_owner = common.body_did(self.json_body(), "newOwnerDid")
-        self.send_json(await service.transfer(self.app, row, new_owner, self.me))
+        self.send_json(await admins.transfer(self.app, row, new_owner, self.me))
 
 
 class AuditLogHandler(WebBase):
@@ -218,7 +220,9 @@ class AuditLogHandler(WebBase):
     async def get(self, did: str) -> None:
         row = await common.community_for(self, did)
         await require_capability_of(self.app, row["did"], self.principal.did, "audit.read")
-        self.send_json(await common.audit_log(self, row))
+        limit, before = common.page_after(self)
+        self.send_json(await communities_of(self.app).audit_log(row, limit=limit, before_id=before,
+                                                                action=self.get_query_argument("action", None) or None))
 
 
 class AppGrantHandler(WebBase):
@@ -233,13 +237,13 @@ class AppGrantHandler(WebBase):
         body = self.json_body(required=False)
         manage = validate.boolean(body, "manage", default=False)
         await self._require_app(app_id)
-        self.send_json(await service.allow_app(self.app, row, app_id, self.me, True, manage=bool(manage)))
+        self.send_json(await admins.allow_app(self.app, row, app_id, self.me, True, manage=bool(manage)))
 
     @operation("Revoke an app's access (an admin)", responses={200: S.APP_ACCESS}, errors=(403,))
     @audit_browser_denials("community.revokeApp")
     async def delete(self, did: str, app_id: str) -> None:
         row = await self.admin_community(did)
-        self.send_json(await service.allow_app(self.app, row, app_id, self.me, False))
+        self.send_json(await admins.allow_app(self.app, row, app_id, self.me, False))
 
     async def _require_app(self, app_id: str) -> None:
         from daemon.plugin import AppsTable

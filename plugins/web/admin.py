@@ -137,7 +137,8 @@ class RequestsPage(PageHandler):
         row = await community_row(self, ident)
         status, layout = await section_page(self, row, "requests", "members.approve",
                                             doing="answer requests to join")
-        pending = await self.communities.pending_list(self, row)
+        limit, cursor = self.page_params(1, "i")
+        pending = await self.communities.pending_list(row, limit=limit, after_id=int(cursor[0]) if cursor else None)
         more = None
         if pending.get("cursor"):
             more = f"{community_path(row)}/settings/requests?{urlencode({'cursor': pending['cursor']})}"
@@ -208,7 +209,9 @@ class MembersPage(PageHandler):
         row = await community_row(self, ident)
         me, layout = await section_page(self, row, "members", "members.remove", "members.ban",
                                         doing="manage the members")
-        listed = await self.communities.list_members(self, row, self.principal.did, admin_view=False)
+        limit, cursor = self.page_params(1, "i")
+        listed = await self.communities.list_members(row, limit=limit, after_id=int(cursor[0]) if cursor else None,
+                                                     search=self.get_query_argument("search", None), admin_view=False)
         roles = [r["name"] for r in (await self.communities.list_roles(row))["roles"]
                  if r["name"] not in ("admin", "member")]
         search = (self.get_query_argument("search", "") or "").strip()

@@ -61,7 +61,7 @@ class RolesPage(PageHandler):
         catalogue = self.communities.capability_catalogue()
         listed = (await self.communities.list_roles(row))["roles"]
         holders = await self.communities.role_holders(row)
-        details = await self.communities.details(self, row, self.principal.did)
+        details = await self.communities.details(row, self.principal.did, None)
         admins = [a["did"] for a in details["community"].get("admins", [])]
         by_role: dict[str, list[str]] = {"admin": admins}
         for did, held in holders.items():

@@ -68,13 +68,16 @@ class CommunityPage(PageHandler):
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         viewer = self.principal.did if self.principal else None
-        details = await self.communities.details(self, row, viewer)
+        details = await self.communities.details(row, viewer, None)
         community = details["community"]
         status = details.get("membership") or {}
         members: dict[str, Any] | None = None
         search = (self.get_query_argument("search", "") or "").strip()
-        if not community.get("restricted") and await self.communities.roster_allows(self, row, viewer):
-            members = await self.communities.list_members(self, row, viewer, admin_view=False)
+        if not community.get("restricted") and await self.communities.roster_allows(row, viewer):
+            limit, cursor = self.page_params(1, "i")
+            members = await self.communities.list_members(
+                row, limit=limit, after_id=int(cursor[0]) if cursor else None,
+                search=self.get_query_argument("search", None), admin_view=False)
         more = None
         if members and members.get("cursor"):
             params = {"cursor": members["cursor"]}
@@ -218,7 +221,7 @@ class CreatePage(PageHandler):
             self.show_form(errors, 400)
             return
         try:
-            fields = await self.communities.create_fields(self, body)
+            fields = await self.communities.create_fields(body)
             result = await self.communities.create(signed_in_actor(self), **fields)
         except ApiError as exc:
             if exc.status >= 500 and exc.code != "pds_error" or exc.status == 401:

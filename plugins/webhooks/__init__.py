@@ -10,7 +10,7 @@ from daemon.plugin import hookimpl
 
 from plugins.webhooks import delivery, handlers, metrics, operator, owner
 from plugins.webhooks.delivery import cr_event_tx  # noqa: F401 (the hook lives with the queue it fills)
-from plugins.webhooks.facade import Webhooks, webhooks_of
+from plugins.webhooks.service import Webhooks, webhooks_of
 from plugins.webhooks.settings import WebhooksConfig, check
 
 

@@ -48,14 +48,6 @@ log = logging.getLogger("commonroom.webhooks")
 
 BATCH = 100
 
-def dispatcher(app: "Application") -> "Dispatcher":
-    """The running dispatcher (started by `cr_startup`)."""
-    from plugins.webhooks.facade import webhooks_of
-    d = webhooks_of(app).dispatcher
-    assert d is not None, "the webhooks plugin has not started"
-    return d
-
-
 def secret_context(webhook_id: str) -> str:
     return f"webhooks.secret:{webhook_id}"
 
@@ -92,7 +84,7 @@ async def enqueue_tx(app: "Application", tx: Transaction, event: Event) -> None:
         return
     await insert_deliveries_tx(tx, chosen, app.clock.time(), app.clock.iso_now())
     ids = [w for w, _, _ in chosen]
-    from plugins.webhooks.facade import webhooks_of
+    from plugins.webhooks.service import webhooks_of
     d = webhooks_of(app).dispatcher
     if d is not None:
         tx.after_commit(lambda: d.notify(ids))

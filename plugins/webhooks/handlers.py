@@ -9,7 +9,7 @@ from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, DID
                            NO_CONTENT, Row, STRING, STRING_OR_NULL, arr, encode_cursor, nullable, obj,
                            operation, page, query, validate, enum_of)
 from plugins.webhooks import service
-from plugins.webhooks.service import delivery_json, webhook_json
+from plugins.webhooks.service import Webhooks, delivery_json, webhook_json, webhooks_of
 
 WEBHOOK_ID = r"(wh_[0-9a-f]{16})"
 
@@ -33,7 +33,7 @@ URL = {"type": "string", "minLength": 1, "maxLength": 2048,
 
 
 class WebhooksBase(BaseHandler):
-    """The rules live in plugins/webhooks/service.py; these handlers read the request
+    """The rules are the webhooks service's (service.py); these handlers read the request
     and write the answer. `app_id` is the app acting (here: the API key's app)."""
 
     auth = "app"
@@ -43,8 +43,13 @@ class WebhooksBase(BaseHandler):
         assert self.principal is not None and self.principal.app_id is not None
         return self.principal.app_id
 
+    @property
+    def hooks(self) -> Webhooks:
+        """The webhooks service, whose rules these routes apply."""
+        return webhooks_of(self.app)
+
     async def owned(self, webhook_id: str) -> Row:
-        return await service.owned(self.app, self.app_id, webhook_id)
+        return await self.hooks.owned(self.app_id, webhook_id)
 
 
 class WebhooksHandler(WebhooksBase):
@@ -55,18 +60,18 @@ class WebhooksHandler(WebhooksBase):
                errors={404: "community_not_found", 409: "too_many_webhooks"})
     async def post(self) -> None:
         body = self.json_body()
-        url = await service.checked_url(self.app, body, required=True)
-        events = service.events(self.app, body, required=True)
+        url = await self.hooks.checked_url(body, required=True)
+        events = self.hooks.events(body, required=True)
         community_did = service.community_did(body)
         concurrency = service.concurrency(body)
-        row, secret = await service.create(self.app, self.app_id, url=url, events=events,
+        row, secret = await self.hooks.create(self.app_id, url=url, events=events,
                                            community_did=community_did, concurrency=concurrency)
         self.send_json({**webhook_json(row), "secret": secret}, 201)
 
     @operation("This app's webhooks", paged=True, responses={200: page("webhooks", WEBHOOK)})
     async def get(self) -> None:
         limit, after = self.page_params(2, "ss")
-        rows = await service.list_webhooks(self.app, self.app_id, limit + 1,
+        rows = await self.hooks.list_webhooks(self.app_id, limit + 1,
                                            tuple(after) if after else None)
         out: dict[str, Any] = {"webhooks": [webhook_json(r) for r in rows[:limit]]}
         if len(rows) > limit:
@@ -82,7 +87,7 @@ class WebhookHandler(WebhooksBase):
     async def get(self, webhook_id: str) -> None:
         row = await self.owned(webhook_id)
         out = webhook_json(row)
-        out["deliveryCounts"] = await service.delivery_counts(self.app, webhook_id)
+        out["deliveryCounts"] = await self.hooks.delivery_counts(webhook_id)
         self.send_json(out)
 
     @operation("Change a webhook (active: true turns a disabled one back on)",
@@ -92,20 +97,20 @@ class WebhookHandler(WebhooksBase):
     async def put(self, webhook_id: str) -> None:
         body = self.json_body()
         await self.owned(webhook_id)
-        url = await service.checked_url(self.app, body, required=False)
-        events = service.events(self.app, body, required=False)
+        url = await self.hooks.checked_url(body, required=False)
+        events = self.hooks.events(body, required=False)
         scope: dict[str, Any] = {}
         if "communityDid" in body:
             scope["community_did"] = service.community_did(body)
         active = validate.boolean(body, "active")
         concurrency = service.concurrency(body)
-        row = await service.update(self.app, self.app_id, webhook_id, url=url, events=events,
+        row = await self.hooks.update(self.app_id, webhook_id, url=url, events=events,
                                    active=active, concurrency=concurrency, **scope)
         self.send_json(webhook_json(row))
 
     @operation("Delete a webhook and its pending deliveries", responses={204: NO_CONTENT})
     async def delete(self, webhook_id: str) -> None:
-        await service.delete(self.app, self.app_id, webhook_id)
+        await self.hooks.delete(self.app_id, webhook_id)
         self.set_status(204)
         self.finish()
 
@@ -115,7 +120,7 @@ class RotateSecretHandler(WebhooksBase):
                responses={200: obj({**WEBHOOK["properties"], "secret": SECRET,
                                     "previousSecretValidUntil": DATETIME_OR_NULL}, [*WEBHOOK["required"], "secret"])})
     async def post(self, webhook_id: str) -> None:
-        row, secret, previous_until = await service.rotate_secret(self.app, self.app_id, webhook_id)
+        row, secret, previous_until = await self.hooks.rotate_secret(self.app_id, webhook_id)
         out = webhook_json(row)
         out["secret"] = secret
         out["previousSecretValidUntil"] = previous_until
@@ -130,7 +135,7 @@ class DeliveriesHandler(WebhooksBase):
         limit, after = self.page_params(1, "i")
         status = self.get_query_argument("status", None)
         before = int(after[0]) if after else None
-        rows = await service.list_deliveries(self.app, self.app_id, webhook_id, limit + 1, before, status)
+        rows = await self.hooks.list_deliveries(self.app_id, webhook_id, limit + 1, before, status)
         out: dict[str, Any] = {"deliveries": [delivery_json(r) for r in rows[:limit]]}
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
@@ -141,7 +146,7 @@ class RedeliverHandler(WebhooksBase):
     @operation("Send a delivery's event again, as a new delivery", responses={202: DELIVERY},
                errors={409: "event_gone, webhook_inactive"})
     async def post(self, webhook_id: str, delivery_id: str) -> None:
-        row = await service.redeliver(self.app, self.app_id, webhook_id, int(delivery_id))
+        row = await self.hooks.redeliver(self.app_id, webhook_id, int(delivery_id))
         self.send_json(delivery_json(row), 202)
 
 

@@ -38,7 +38,7 @@ class WebhookMetrics:
 
 
 def record(app: Any, outcome: str, count: int = 1) -> None:
-    from plugins.webhooks.facade import webhooks_of
+    from plugins.webhooks.service import webhooks_of
     metrics = webhooks_of(app).metrics
     if metrics is not None:
         metrics.record(outcome, count)
