@@ -97,8 +97,8 @@ class WebFolders:
 #: `href` and `when` see besides ``me`` (the signed-in person: ``did``, ``handle``; or None).
 SLOTS: dict[str, str] = {
     "site.nav": "the site's navigation, on every page",
-    "community.page": "a community's page (`community`: did, handle, name, type; `membership`: "
-                      "isMember, isAdmin, isPending, roles)",
+    "community.page": "a community's page (`community`: its JSON, did, handle, displayName, type, ...; "
+                      "`membership`: isMember, isAdmin, isPending, roles when any)",
     "community.settings": "a community's settings page and its section navigation (`community`)",
     "member.actions": "a member's row of actions on the members page (`community`, `member`: did, handle)",
     "person.home": "a signed-in person's home page",
