@@ -44,6 +44,8 @@ class BoardPage(PageHandler):
     async def get(self, ident: str) -> None:
         if ident == "missing":
             raise ApiError(404, "not_found", "No such board.")
+        if ident == "closed":  # a plugin's own refusal code
+            raise ApiError(403, "not_member", "Only members may read this board.")
         self.render_page("board.html", title="Board", community=ident, note="hello")
 
     async def submit(self, ident: str) -> None:
@@ -141,6 +143,21 @@ async def test_the_sites_error_and_sign_in_pages_answer_for_a_plugins_page(app, 
     session = await login_as(app, "did:plc:boardmine", "mine.test")
     mine = await client.get("/board-mine", headers=cookie(session))
     assert mine.status == 200 and "<p class=note>yours</p>" in mine.text
+
+
+async def test_a_plugins_own_refusal_gets_the_sites_permission_page(app, client):
+    closed = await client.get("/board/closed")
+    assert closed.status == 403 and "<h1>You do not have permission for this</h1>" in closed.text
+    assert "Only members may read this board." in closed.text and "site-header" in closed.text
+
+
+def test_the_slots_documentation_names_the_keys_the_community_page_slot_gets():
+    from daemon.plugin import SLOTS
+    from plugins.communities.schemas import DETAILS
+    community = DETAILS["properties"]["community"]["properties"]
+    named = re.search(r"`community`: ([^;)]*)", SLOTS["community.page"]).group(1)
+    keys = [k.strip() for k in named.split(",") if k.strip() not in ("its JSON", "...")]
+    assert keys and all(k in community for k in keys), (keys, sorted(community))
 
 
 async def test_a_page_name_outside_the_plugins_folder_is_never_rendered(app, client):

@@ -223,7 +223,7 @@ class PageHandler(BaseHandler):
             kind, heading = "not_found", "Page not found"
         elif status == 502 or code == "pds_error":
             kind, heading = "pds", "A server we depend on did not answer"
-        elif status == 403 and code in ("capability_missing", "not_admin", "not_primary_admin"):
+        elif status == 403:  # any refusal, a plugin's own codes too (not_member, not_allowed...)
             kind, heading = "forbidden", "You do not have permission for this"
         elif status == 429:
             kind, heading = "rate_limited", "Too many requests"
