@@ -312,6 +312,13 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
     assert 'value="bulletin.posted"' in page.text and "A bulletin was posted" in page.text
 
 
+async def test_emitting_an_undeclared_kind_is_refused_and_nothing_reaches_the_outbox(app):
+    with pytest.raises(ValueError, match=r"'bulletin\.posted' is not declared"):
+        async with app.db.transaction("bulletins.post") as tx:
+            await emit_tx(app, tx, "bulletin.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
+    assert await app.db.fetchone("SELECT id FROM events WHERE type = 'bulletin.posted'") is None
+
+
 @pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS])
 async def test_without_the_plugin_its_kind_is_refused_as_before(app, client, webhook_receiver):
     created = await make_app_key(app, client)
