@@ -26,7 +26,7 @@ from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
 from daemon.atproto import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
-from daemon.runtime.plugins import build_plugin_manager, dependency_order, results_by_plugin
+from daemon.runtime.plugins import build_plugin_manager, dependency_order, results_by_plugin, results_in_call_order
 from daemon.security.ratelimit import RateLimiter
 from daemon.http.routing import RouteTable
 from daemon.http.server import ConnectionLimits
@@ -232,6 +232,7 @@ class Application(tornado.web.Application):
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
+        self.route_plugins: dict[str, str] = {}  # a route's pattern -> the plugin whose cr_routes gave it
         self._openapi: dict[str, Any] | None = None
         #: The XRPC methods and the lexicons they are checked against, built on first use
         #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
@@ -476,8 +477,10 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                *apidocs.routes(),
                                *proofs.routes(), *xrpc.routes()]
-        for contributed in pm.hook.cr_routes(app=app):
-            routes.extend(contributed or [])
+        for plugin, contributed in results_in_call_order(pm, "cr_routes", app=app):
+            for route in contributed or []:
+                routes.append(route)
+                app.route_plugins.setdefault(route[0], plugin)
         patterns = [r[0] for r in routes]
         duplicates = {p for p in patterns if patterns.count(p) > 1}
         if duplicates:
