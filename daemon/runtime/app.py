@@ -330,13 +330,15 @@ class Application(tornado.web.Application):
         """The OpenAPI document of the routes this app serves (built once)."""
         if self._openapi is None:
             from daemon import __version__
-            from daemon.http.openapi import build_document
+            from daemon.http.openapi import build_document, event_webhooks
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
                                            namespace=self.config.atproto.namespace,
                                            enums={"event_kinds": list(self.event_kinds),
                                                   "capabilities": sorted(
                                                       name for name, cap in self.declarations.capabilities.items()
                                                       if not cap.per_collection)})
+            self._openapi["webhooks"] = event_webhooks(self.event_kinds.values(), {
+                name: self.declarations.owner("event kind", name) or "" for name in self.event_kinds})
         return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
