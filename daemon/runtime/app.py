@@ -233,6 +233,7 @@ class Application(tornado.web.Application):
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
         self.route_plugins: dict[str, str] = {}  # a route's pattern -> the plugin whose cr_routes gave it
+        self.page_plugins: dict[type, str] = {}  # a plugin page's handler -> its plugin (pages.confine_pages)
         self._openapi: dict[str, Any] | None = None
         #: The XRPC methods and the lexicons they are checked against, built on first use
         #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
@@ -470,6 +471,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
     migrated for plugins that fail their declarations (`cr_event_kinds`, `cr_capabilities`,
     `cr_lexicons`, method ids, routes)."""
     from daemon.runtime import replication
+    from daemon.runtime.pages import confine_pages
     declarations = collect_declarations(pm)  # refuses a bad declaration before any migration
     db = replication.open_database(config)
     await db.open()
@@ -487,6 +489,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         duplicates = {p for p in patterns if patterns.count(p) > 1}
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
+        app.page_plugins = confine_pages(routes, app.route_plugins)
         app.route_table = RouteTable(routes)
         app.routes = routes
         check_user_methods(app, declarations.method_lexicons())
