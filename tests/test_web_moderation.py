@@ -159,3 +159,11 @@ async def test_plugin_capabilities_join_the_catalogue_the_roles_and_the_role_for
     listed = {r["name"]: r for r in (await api.get(api.path(did, "/roles"))).json()["roles"]}
     assert listed["triager"]["capabilities"] == ["audit.read", "reports.review"]
     assert listed["triager"]["description"] == "sorts reports"
+
+    # a capability of a plugin no longer running: named on the form, which says saving removes it
+    async with app.db.transaction("test.plugin_gone") as tx:
+        await tx.execute("UPDATE community_roles SET capabilities = ? WHERE community_did = ? AND name = 'triager'",
+                         ('["audit.read", "reports.review", "gone.thing"]', did))
+    page = text_of((await client.get(f"{base}/settings/roles/triager/edit", **cookie(admin))).text)
+    assert "This role also holds gone.thing , which no running plugin declares any more" in page \
+        and "saving removes it" in page

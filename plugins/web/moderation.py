@@ -130,17 +130,14 @@ class RoleFormPage(PageHandler):
         self.render_page("role_form.html", title=("Error: " + title) if errors else title, status=status,
                          community=community_names(row), role_name=name, errors=errors, values=values,
                          rows=rows, groups=groups,
-                         kept=[c for c in values.get("capabilities", []) if c not in offered],
+                         gone=[c for c in values.get("capabilities", []) if c not in offered],
                          max_description=catalogue["maxDescription"], **layout)
 
     async def submit(self, ident: str, name: str | None = None) -> None:
         row = await community_row(self, ident)
-        role = await custom_role(self, row, name) if name is not None else None
+        if name is not None:
+            await custom_role(self, row, name)
         values, body, errors = self.read_form(name)
-        if role is not None:  # what the form does not offer is kept, never dropped by a save
-            offered = {c for _, caps in capability_groups(self.communities.capability_catalogue()) for c, _ in caps}
-            kept = [c for c in role["capabilities"] if c not in offered and c not in body["capabilities"]]
-            body["capabilities"] = values["capabilities"] = [*body["capabilities"], *kept]
         if not errors:
             try:
                 if name is None:
