@@ -70,6 +70,11 @@ async def test_the_reference_page_reads_well_at_1280_and_390_px(app, client, tmp
             example = await page.locator(f"section.op[id='xrpc-{check}'] pre").first.inner_text()
             assert f"atproto-proxy: {app.proofs.did}#commonroom" in example and f"/xrpc/{check}?community=did:" in example
 
+            # the event kinds, each with its description and the body a webhook receives
+            banned = page.locator("section#events section.op[id='event-member.banned']")
+            assert await banned.locator("td.name", has_text="data.bannedBy").count() == 1
+            assert await page.locator("section#events section.op").count() == len(app.event_kinds)
+
             for width, height in ((1280, 900), (390, 844)):
                 await page.set_viewport_size({"width": width, "height": height})
                 await page.evaluate("window.scrollTo(0, 0)")
@@ -78,6 +83,8 @@ async def test_the_reference_page_reads_well_at_1280_and_390_px(app, client, tmp
                 await join.screenshot(path=str(out / f"apidocs-join-{width}.png"))
                 await apps.screenshot(path=str(out / f"apidocs-app-{width}.png"))
                 await page.locator(f"section.op[id='xrpc-{check}']").screenshot(path=str(out / f"apidocs-xrpc-{width}.png"))
+                await page.locator("section.op[id='event-member.banned']").screenshot(
+                    path=str(out / f"apidocs-event-{width}.png"))
                 overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
                 assert overflow <= 0, f"the page scrolls sideways at {width} px ({overflow} px)"
             await page.set_viewport_size({"width": 1280, "height": 900})

@@ -36,6 +36,8 @@ class PostNotice(BaseHandler):
 
 
 class Notices:
+    __name__ = "notices"  # the plugin's registered name
+
     def __init__(self, lexicons: Path | None, method: UserMethod | None = None) -> None:
         self.lexicons = lexicons
         self.method = method
@@ -117,14 +119,55 @@ def _tables(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(("make", "message"), [
-    (lambda tmp: Notices(None), f"acts for a user as '{METHOD}', but no plugin ships its lexicon"),
+    (lambda tmp: Notices(None), f"plugin 'notices' acts for a user as '{METHOD}' (POST /notices"),
     (lambda tmp: Notices(lexicon_dir(tmp), UserMethod("membership.join", "userDid")),
-     "declares the method id 'community.commonroom.membership.join', which POST"),
+     "declares the method id 'community.commonroom.membership.join' (POST /api/v1/communities/"),
     (lambda tmp: Notices(lexicon_dir(tmp, {**LEXICON, "defs": {"main": {"type": "record"}}})), "no plugin ships its lexicon"),
 ])
 def test_start_up_refuses_a_method_without_its_lexicon_or_taken_before_any_migration(tmp_path, io_loop, make, message):
     config, pm = build_config(tmp_path / "state", {}, (make(tmp_path),))
     with pytest.raises(DeclarationError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock()))
+    assert _tables(config.database_path) == []
+
+
+class ReadNotice(PostNotice):
+    user_methods = {"GET": UserMethod(METHOD, "userDid", "Read a notice")}
+
+
+class SplitNotices(Notices):
+    """One plugin whose routes, in two modules of its package, share one method id."""
+
+    def __init__(self, lexicons: Path, name: str = "notices") -> None:
+        super().__init__(lexicons)
+        self.__name__ = name
+
+    @hookimpl
+    def cr_routes(self, app: Any) -> list[tuple]:
+        post = type("PostNotice", (PostNotice,), {"__module__": f"commonroom_{self.__name__}.api"})
+        read = type("ReadNotice", (ReadNotice,), {"__module__": f"commonroom_{self.__name__}.pages"})
+        return [(rf"/{self.__name__}/post", post), (rf"/{self.__name__}/read", read)]
+
+
+class Bulletins:
+    __name__ = "bulletins"
+
+    @hookimpl
+    def cr_routes(self, app: Any) -> list[tuple]:
+        return [(r"/bulletins", PostNotice)]     # another plugin, the notices plugin's method id
+
+
+def test_one_plugin_may_share_a_method_id_across_its_modules_but_two_plugins_may_not(tmp_path, io_loop):
+    config, pm = build_config(tmp_path / "state", {}, (SplitNotices(lexicon_dir(tmp_path)),))
+    app = io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock(), start=False))
+    try:
+        assert app.route_plugins["/notices/post"] == app.route_plugins["/notices/read"] == "notices"
+    finally:
+        io_loop.run_sync(app.shutdown)
+
+    config, pm = build_config(tmp_path / "state2", {}, (SplitNotices(lexicon_dir(tmp_path)), Bulletins()))
+    with pytest.raises(DeclarationError, match=r"plugin '(notices|bulletins)' declares the method id "
+                                                rf"'{METHOD}' .*which plugin '(notices|bulletins)' declares too"):
         io_loop.run_sync(lambda: create_app(config, pm, clock=FakeClock()))
     assert _tables(config.database_path) == []
 

@@ -44,6 +44,8 @@ class BoardPage(PageHandler):
     async def get(self, ident: str) -> None:
         if ident == "missing":
             raise ApiError(404, "not_found", "No such board.")
+        if ident == "closed":  # a plugin's own refusal code
+            raise ApiError(403, "not_member", "Only members may read this board.")
         self.render_page("board.html", title="Board", community=ident, note="hello")
 
     async def submit(self, ident: str) -> None:
@@ -63,6 +65,35 @@ class Escaping(PageHandler):
 
     async def get(self) -> None:
         self.render_page("../board/board.html", title="Escape")
+
+
+class Borrowing(PageHandler):
+    """A page of the board that switches `plugin` to render another plugin's template."""
+    plugin = "board"
+
+    async def get(self) -> None:
+        self.plugin = "other"
+        self.render_page("secret.html", title="Borrowed")
+
+
+class Impostor(PageHandler):
+    plugin = "other"   # routed by the board: refused at start-up
+
+    async def get(self) -> None:
+        self.render_page("secret.html", title="Impostor")
+
+
+class Other:
+    __name__ = "other"
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "secret.html").write_text('{% extends "base.html" %}{% block main %}<p>other secret</p>{% end %}')
+        self.web = WebFolders(templates=str(folder))
+
+    @hookimpl
+    def cr_web_folders(self) -> WebFolders:
+        return self.web
 
 
 def members_only(values: dict[str, Any]) -> bool:
@@ -92,12 +123,15 @@ class Board:
 
     @hookimpl
     def cr_routes(self, app: Any) -> list[tuple]:
-        return [(r"/board/([^/]+)", BoardPage), (r"/board-mine", PrivateBoard), (r"/board-escape", Escaping)]
+        return [(r"/board/([^/]+)", BoardPage), (r"/board-mine", PrivateBoard), (r"/board-escape", Escaping),
+                (r"/board-borrowing", Borrowing), *self.extra_routes]
+
+    extra_routes: list[tuple] = []
 
 
 @pytest.fixture
 def extra_plugins(tmp_path: Path) -> tuple:
-    return (Board(folders(tmp_path)),)
+    return (Board(folders(tmp_path)), Other(tmp_path / "other"))
 
 
 def cookie(session: Any) -> dict[str, str]:
@@ -143,9 +177,26 @@ async def test_the_sites_error_and_sign_in_pages_answer_for_a_plugins_page(app, 
     assert mine.status == 200 and "<p class=note>yours</p>" in mine.text
 
 
+async def test_a_plugins_own_refusal_gets_the_sites_permission_page(app, client):
+    closed = await client.get("/board/closed")
+    assert closed.status == 403 and "<h1>You do not have permission for this</h1>" in closed.text
+    assert "Only members may read this board." in closed.text and "site-header" in closed.text
+
+
+def test_the_slots_documentation_names_the_keys_the_community_page_slot_gets():
+    from daemon.plugin import SLOTS
+    from plugins.communities.schemas import DETAILS
+    community = DETAILS["properties"]["community"]["properties"]
+    named = re.search(r"`community`: ([^;)]*)", SLOTS["community.page"]).group(1)
+    keys = [k.strip() for k in named.split(",") if k.strip() not in ("its JSON", "...")]
+    assert keys and all(k in community for k in keys), (keys, sorted(community))
+
+
 async def test_a_page_name_outside_the_plugins_folder_is_never_rendered(app, client):
     resp = await client.get("/board-escape")
     assert resp.status == 500 and "Something went wrong" in resp.text and "Board of" not in resp.text
+    borrowed = await client.get("/board-borrowing")   # another plugin's folder, by changing `plugin`
+    assert borrowed.status == 500 and "other secret" not in borrowed.text
     from daemon.runtime.pages import page_name
     for bad in ("../x.html", "/etc/passwd", "a/../../b.html", "board.txt", "a\\b.html", ""):
         with pytest.raises(PageNameError):
@@ -192,6 +243,8 @@ def _tables(path: Path) -> list[str]:
      (DeclarationError, "plugin 'board' adds the link 'Boards' to the slot 'site.nav' twice")),
     (lambda tmp: Board(WebFolders(templates=str(tmp / "nowhere"))),
      (DeclarationError, "plugin 'board' declares the templates folder")),
+    (lambda tmp: type("Routing", (Board,), {"extra_routes": [(r"/impostor", Impostor)]})(folders(tmp)),
+     (DeclarationError, "plugin 'board' routes /impostor to Impostor, a page of the plugin 'other'")),
     (lambda tmp: Board(folders(tmp, **{"sneaky.html": '{% include "board/../../../etc/hostname" %}'})),
      (PageNameError, "is outside its folder")),
 ])

@@ -303,6 +303,22 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
         "properties"]["events"]
     assert "bulletin.posted" in events["items"]["enum"] and "member.joined" in events["items"]["enum"]
     assert events["maxItems"] == len(app.event_kinds) and "x-enum-of" not in str(doc)
+    from openapi_spec_validator import validate
+    validate(doc)
+    # each kind is published with its description and the body a webhook receives
+    assert set(doc["webhooks"]) == set(app.event_kinds)
+    posted = doc["webhooks"]["bulletin.posted"]["post"]
+    assert posted["description"] == "A bulletin was posted." and posted["x-event-audience"] == "community"
+    body = posted["requestBody"]["content"]["application/json"]["schema"]
+    assert body["properties"]["type"]["const"] == "bulletin.posted"
+    assert body["properties"]["data"]["properties"]["noticeId"] == STRING
+    assert set(body["properties"]["data"]["required"]) == {"noticeId", "communityDid"}
+    reference = (await client.get("/api/v1/docs")).text
+    assert "<a href='#events'>Event kinds</a>" in reference and "id='event-bulletin.posted'" in reference
+    section = reference[reference.index("id='event-bulletin.posted'"):]
+    section = section[:section.index("</section>")]
+    assert "A bulletin was posted." in section and "noticeId" in section and "every app that may see" in section
+    assert "id='event-member.joined'" in reference
 
     from tests.helpers import login_as
     session = await login_as(app, "did:plc:owner")
@@ -310,6 +326,13 @@ async def test_the_openapi_document_and_the_developer_page_list_a_plugins_kinds(
     page = await client.get(f"/apps/{created['appId']}/webhooks/new", session=session)
     assert page.status == 200, page.text
     assert 'value="bulletin.posted"' in page.text and "A bulletin was posted" in page.text
+
+
+async def test_emitting_an_undeclared_kind_is_refused_and_nothing_reaches_the_outbox(app):
+    with pytest.raises(ValueError, match=r"'bulletin\.posted' is not declared"):
+        async with app.db.transaction("bulletins.post") as tx:
+            await emit_tx(app, tx, "bulletin.posted", community_did=COMMUNITY, data={"noticeId": "n1"})
+    assert await app.db.fetchone("SELECT id FROM events WHERE type = 'bulletin.posted'") is None
 
 
 @pytest.mark.parametrize("config_overrides", [LOOPBACK_TARGETS])

@@ -129,3 +129,41 @@ async def test_roles_pages_and_a_moderators_work_through_pages(app, client, peop
     # a moderator cannot assign roles, even from a crafted form: refused, audited
     resp = await client.post(f"{base}/members/{carol['did']}/roles", **form(mod, {"role": "moderator"}))
     assert resp.status == 403
+
+
+async def test_plugin_capabilities_join_the_catalogue_the_roles_and_the_role_form(app, client, people):
+    """The reports plugin's `reports.review` (declared moderator=True) is in the built-in
+    roles of GET …/roles, on the role form under its plugin's name, and saving the form of
+    a role that holds it (granted through the API) keeps it."""
+    api = await Api.make(app, client)
+    alice = people("alice")
+    did = (await api.create(alice, "Orchard"))["did"]
+    listed = {r["name"]: r for r in (await api.get(api.path(did, "/roles"))).json()["roles"]}
+    assert "reports.review" in listed["moderator"]["capabilities"]
+    assert "reports.review" in listed["admin"]["capabilities"] and "members.ban" in listed["admin"]["capabilities"]
+    made = await api.post(api.path(did, "/roles"), {"adminDid": alice["did"], "name": "triager",
+                                                     "capabilities": ["reports.review", "audit.read"]})
+    assert made.status == 201, made.text
+
+    admin = await login_as(app, alice["did"], alice["handle"])
+    base = f"/c/{quote(did, safe='')}"
+    roles_page = text_of((await client.get(f"{base}/settings/roles", **cookie(admin))).text)
+    assert "Read the reports queue and resolve reports" in roles_page
+    page = (await client.get(f"{base}/settings/roles/triager/edit", **cookie(admin))).text
+    assert "<legend>From the plugin reports</legend>" in page
+    ticked = re.findall(r'name="capabilities" value="([^"]+)" checked', page)
+    assert sorted(ticked) == ["audit.read", "reports.review"]
+    saved = await client.post(f"{base}/settings/roles/triager/edit", **form(admin, {
+        "description": "sorts reports", "capabilities": ticked}))
+    assert saved.status == 303, saved.text
+    listed = {r["name"]: r for r in (await api.get(api.path(did, "/roles"))).json()["roles"]}
+    assert listed["triager"]["capabilities"] == ["audit.read", "reports.review"]
+    assert listed["triager"]["description"] == "sorts reports"
+
+    # a capability of a plugin no longer running: named on the form, which says saving removes it
+    async with app.db.transaction("test.plugin_gone") as tx:
+        await tx.execute("UPDATE community_roles SET capabilities = ? WHERE community_did = ? AND name = 'triager'",
+                         ('["audit.read", "reports.review", "gone.thing"]', did))
+    page = text_of((await client.get(f"{base}/settings/roles/triager/edit", **cookie(admin))).text)
+    assert "This role also holds gone.thing , which no running plugin declares any more" in page \
+        and "saving removes it" in page

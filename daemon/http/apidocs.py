@@ -526,6 +526,25 @@ def _lexicon_entry(nsid: str, doc: dict[str, Any], schemas: Schemas, by_method: 
     return "".join(out)
 
 
+AUDIENCE_WORDS = {"community": "every app that may see the community",
+                  "managers": "only the apps the community trusts to act for its admins"}
+
+
+def _event(name: str, op: dict[str, Any], schemas: Schemas) -> str:
+    """An event kind of the document's ``webhooks``: what it means, who receives it, and
+    the body a webhook gets."""
+    anchor = _e(f"event-{name}")
+    facts = [f"<li><strong>Delivered to:</strong> "
+             f"{_e(AUDIENCE_WORDS.get(op.get('x-event-audience', ''), op.get('x-event-audience', '')))}</li>"]
+    if op.get("x-plugin"):
+        facts.append(f"<li><strong>Declared by the plugin</strong> {_code(op['x-plugin'])}</li>")
+    schema = op.get("requestBody", {}).get("content", {}).get(JSON, {}).get("schema") or {}
+    return (f"<section class=op id='{anchor}' aria-labelledby='{anchor}-h'>"
+            f"<h3 class=op-head id='{anchor}-h'><code class=path>{_path(name)}</code></h3>"
+            f"<p class=summary>{_e(op.get('description') or op.get('summary', ''))}</p>"
+            f"<ul class=facts>{''.join(facts)}</ul><h4>Body</h4>{schemas.table(schema)}</section>")
+
+
 def _main_type(doc: Any) -> Any:
     main = doc.get("defs", {}).get("main") if isinstance(doc, dict) and isinstance(doc.get("defs"), dict) else None
     return main.get("type") if isinstance(main, dict) else None
@@ -564,6 +583,9 @@ def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = Non
         toc.append(f"<li><a href='#xrpc'>XRPC methods</a> <span class=count>{len(methods)}</span></li>")
     if records:
         toc.append(f"<li><a href='#records'>Record types</a> <span class=count>{len(records)}</span></li>")
+    events = {n: w["post"] for n, w in sorted((doc.get("webhooks") or {}).items()) if "post" in w}
+    if events:
+        toc.append(f"<li><a href='#events'>Event kinds</a> <span class=count>{len(events)}</span></li>")
     toc.append("</ul></nav>")
 
     error_rows = "".join(f"<tr><td class=name>{_code(n)}</td><td class=desc>{_e(s.get('description', ''))}</td></tr>"
@@ -616,6 +638,17 @@ def render(doc: dict[str, Any], lexicons: dict[str, dict[str, Any]] | None = Non
         out.append("<section class=tag id=records aria-labelledby=records-h><h2 id=records-h>Record types</h2>"
                    "<p>The records this service writes to repositories, and their lexicons.</p>")
         out.extend(_lexicon(n, d, schemas, by_method, None) for n, d in records.items())
+        out.append("</section>")
+    if events:
+        out.append("<section class=tag id=events aria-labelledby=events-h><h2 id=events-h>Event kinds</h2>"
+                   "<p>What webhooks (<code>events</code> of <code>POST /api/v1/webhooks</code>) and the event "
+                   "stream deliver: the built-in kinds and those the plugins declare. A webhook receives each "
+                   "as a signed <code>POST</code> of this body (the <code>webhooks</code> of the OpenAPI "
+                   "document).</p><ul class=tag-index>")
+        out.extend(f"<li><a href='#event-{_e(n)}'><span class=path>{_path(n)}</span>"
+                   f"<span class=summary>{_e(op.get('summary', ''))}</span></a></li>" for n, op in events.items())
+        out.append("</ul>")
+        out.extend(_event(n, op, schemas) for n, op in events.items())
         out.append("</section>")
     out.append("<p class=footer>Rendered from this service's OpenAPI document and lexicons.</p>"
                "</main></div></body></html>")

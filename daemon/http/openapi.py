@@ -429,3 +429,30 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
     if base_url:
         doc["servers"] = [{"url": base_url.rstrip("/")}]
     return fill_enums(doc, enums or {})
+
+
+def event_webhooks(kinds: Iterable[Any], owners: dict[str, str] | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 ``webhooks`` of the declared event kinds (`EventKind`s, the plugins'
+    own too): per kind, what a webhook subscribed to it receives, ``{type, timestamp,
+    data}`` with `data` the kind's schema (``communityDid`` added), its description, its
+    audience and the plugin that declares it (`owners`: kind -> plugin)."""
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        data = dict(kind.schema)
+        data["properties"] = {**data.get("properties", {})}
+        data["properties"].setdefault("communityDid", DID)
+        data["required"] = list(dict.fromkeys([*data.get("required", []), "communityDid"]))
+        body = {"type": "object", "required": ["type", "timestamp", "data"], "properties": {
+            "type": {"type": "string", "const": kind.name, "description": "the event's kind"},
+            "timestamp": {"type": "string", "format": "date-time",
+                          "description": "when the change was recorded (ISO 8601, UTC)"},
+            "data": data}}
+        op: dict[str, Any] = {
+            "operationId": f"event.{kind.name}", "summary": kind.words, "description": kind.description,
+            "tags": ["events"], "x-event-audience": kind.audience,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {"2XX": {"description": "delivered (any 2xx); anything else is retried"}}}
+        if owners and owners.get(kind.name):
+            op["x-plugin"] = owners[kind.name]
+        out[kind.name] = {"post": op}
+    return out

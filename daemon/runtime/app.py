@@ -26,7 +26,7 @@ from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
 from daemon.atproto import xrpc
 from daemon.http.metrics import Metrics, MetricsHandler
-from daemon.runtime.plugins import build_plugin_manager, dependency_order, results_by_plugin
+from daemon.runtime.plugins import build_plugin_manager, dependency_order, results_by_plugin, results_in_call_order
 from daemon.security.ratelimit import RateLimiter
 from daemon.http.routing import RouteTable
 from daemon.http.server import ConnectionLimits
@@ -232,6 +232,8 @@ class Application(tornado.web.Application):
         self._request_id_prefix = secrets.token_hex(4)
         self.route_table = RouteTable(())
         self.routes: list[tuple] = []  # every route as served (OpenAPI, method ids)
+        self.route_plugins: dict[str, str] = {}  # a route's pattern -> the plugin whose cr_routes gave it
+        self.page_plugins: dict[type, str] = {}  # a plugin page's handler -> its plugin (pages.confine_pages)
         self._openapi: dict[str, Any] | None = None
         #: The XRPC methods and the lexicons they are checked against, built on first use
         #: (daemon/atproto/xrpc.py: `methods`, `lexicons`).
@@ -329,13 +331,15 @@ class Application(tornado.web.Application):
         """The OpenAPI document of the routes this app serves (built once)."""
         if self._openapi is None:
             from daemon import __version__
-            from daemon.http.openapi import build_document
+            from daemon.http.openapi import build_document, event_webhooks
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
                                            namespace=self.config.atproto.namespace,
                                            enums={"event_kinds": list(self.event_kinds),
                                                   "capabilities": sorted(
                                                       name for name, cap in self.declarations.capabilities.items()
                                                       if not cap.per_collection)})
+            self._openapi["webhooks"] = event_webhooks(self.event_kinds.values(), {
+                name: self.declarations.owner("event kind", name) or "" for name in self.event_kinds})
         return self._openapi
 
     def find_handler(self, request: Any, **kwargs: Any) -> Any:
@@ -467,6 +471,7 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
     migrated for plugins that fail their declarations (`cr_event_kinds`, `cr_capabilities`,
     `cr_lexicons`, method ids, routes)."""
     from daemon.runtime import replication
+    from daemon.runtime.pages import confine_pages
     declarations = collect_declarations(pm)  # refuses a bad declaration before any migration
     db = replication.open_database(config)
     await db.open()
@@ -476,12 +481,15 @@ async def create_app(config: Config, pm: pluggy.PluginManager, *, clock: Clock |
         routes: list[tuple] = [(r"/health", HealthHandler), (r"/metrics", MetricsHandler),
                                *apidocs.routes(),
                                *proofs.routes(), *xrpc.routes()]
-        for contributed in pm.hook.cr_routes(app=app):
-            routes.extend(contributed or [])
+        for plugin, contributed in results_in_call_order(pm, "cr_routes", app=app):
+            for route in contributed or []:
+                routes.append(route)
+                app.route_plugins.setdefault(route[0], plugin)
         patterns = [r[0] for r in routes]
         duplicates = {p for p in patterns if patterns.count(p) > 1}
         if duplicates:
             raise ConfigError(f"two plugins claim the same route(s): {', '.join(sorted(duplicates))}")
+        app.page_plugins = confine_pages(routes, app.route_plugins)
         app.route_table = RouteTable(routes)
         app.routes = routes
         check_user_methods(app, declarations.method_lexicons())

@@ -97,8 +97,8 @@ class WebFolders:
 #: `href` and `when` see besides ``me`` (the signed-in person: ``did``, ``handle``; or None).
 SLOTS: dict[str, str] = {
     "site.nav": "the site's navigation, on every page",
-    "community.page": "a community's page (`community`: did, handle, name, type; `membership`: "
-                      "isMember, isAdmin, isPending, roles)",
+    "community.page": "a community's page (`community`: its JSON, did, handle, displayName, type, ...; "
+                      "`membership`: isMember, isAdmin, isPending, roles when any)",
     "community.settings": "a community's settings page and its section navigation (`community`)",
     "member.actions": "a member's row of actions on the members page (`community`, `member`: did, handle)",
     "person.home": "a signed-in person's home page",
@@ -249,23 +249,26 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
 
 def check_user_methods(app: Any, lexicon_ids: set[str]) -> None:
     """Refuse (at start-up) one method id declared by the routes of two plugins (one
-    plugin's routes may share one: GET and POST of membership/check, or reading a record
-    and listing records as ``record.read``), and a plugin method id
-    under an authority of its own without a method lexicon among `lexicon_ids`
-    (`cr_lexicons`)."""
+    plugin's routes may share one, from any of its modules: GET and POST of
+    membership/check, or reading a record and listing records as ``record.read``), and a
+    plugin method id under an authority of its own without a method lexicon among
+    `lexicon_ids` (`cr_lexicons`). A route's plugin is the one whose `cr_routes` gave it
+    (``app.route_plugins``); the core's own routes are the core's."""
     namespace = app.config.atproto.namespace
-    seen: dict[str, tuple[Any, str]] = {}
+    owners: dict[str, str] = getattr(app, "route_plugins", {})
+    seen: dict[str, tuple[str, str]] = {}
     for route in app.routes:
         declared = getattr(route[1], "user_methods", None) or {}
+        owner = owners.get(route[0], "core")
         for http_method, spec in declared.items():
             for method in (spec.values() if isinstance(spec, dict) else [spec]):
                 where = f"{http_method} {route[0]} ({route[1].__module__}.{route[1].__name__})"
                 mid = method.id(namespace)
-                owner = ".".join(route[1].__module__.split(".")[:2])  # the plugin's package
                 if mid in seen and seen[mid][0] != owner:
-                    raise DeclarationError(f"{where} declares the method id {mid!r}, which {seen[mid][1]} "
-                                           "declares too")
+                    other, there = seen[mid]
+                    raise DeclarationError(f"plugin {owner!r} declares the method id {mid!r} ({where}), "
+                                           f"which plugin {other!r} declares too ({there})")
                 seen.setdefault(mid, (owner, where))
                 if not mid.startswith(namespace + ".") and mid not in lexicon_ids:
-                    raise DeclarationError(f"{where} acts for a user as {mid!r}, but no plugin ships its "
-                                           "lexicon (a query or procedure; cr_lexicons)")
+                    raise DeclarationError(f"plugin {owner!r} acts for a user as {mid!r} ({where}), but no "
+                                           "plugin ships its lexicon (a query or procedure; cr_lexicons)")

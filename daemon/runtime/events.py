@@ -141,7 +141,11 @@ async def decide_audience(app: "Application", tx: Transaction, community_did: st
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,
                   data: dict[str, Any], app_id: str | None = None,
                   actor_did: str | None = None) -> Event:
-    """Record an event in `tx` and let plugins react inside the same transaction."""
+    """Record an event in `tx` and let plugins react inside the same transaction. `type`
+    must be a declared kind (`cr_event_kinds`): no app could subscribe to any other, so an
+    undeclared one is refused (ValueError naming it) rather than left in the outbox."""
+    if type not in app.event_kinds:
+        raise ValueError(f"emit_tx: the event kind {type!r} is not declared by any plugin (cr_event_kinds)")
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
     audience = await decide_audience(app, tx, community_did, app_id, type)

@@ -44,6 +44,25 @@ class SignInRequired(Exception):
     """The page needs a signed-in person (the session is missing or has ended)."""
 
 
+def confine_pages(routes: list[tuple], route_plugins: dict[str, str]) -> dict[type, str]:
+    """Each plugin page's plugin (`PageHandler.plugin`), checked at start-up against the
+    plugin whose `cr_routes` routes it (`route_plugins`: pattern -> plugin): a page renders
+    only its own plugin's templates, never another's folder. A page naming another plugin
+    stops start-up (`DeclarationError`)."""
+    from daemon.runtime.declarations import DeclarationError
+    pages: dict[type, str] = {}
+    for route in routes:
+        handler, owner = route[1], route_plugins.get(route[0])
+        if not (isinstance(handler, type) and issubclass(handler, PageHandler) and handler.plugin) \
+                or owner is None:
+            continue
+        if handler.plugin != owner:
+            raise DeclarationError(f"plugin {owner!r} routes {route[0]} to {handler.__name__}, a page of the "
+                                   f"plugin {handler.plugin!r}: a page renders only its own plugin's templates")
+        pages.setdefault(handler, owner)
+    return pages
+
+
 def page_name(plugin: str, name: str) -> str:
     """``<plugin>/<name>``, the template a plugin's page renders; PageNameError for a name that
     could leave the plugin's folder (``..``, absolute, anything but plain path parts)."""
@@ -161,6 +180,10 @@ class PageHandler(BaseHandler):
         """Answer with `template` of this plugin's folder in the site's layout."""
         if not self.plugin:
             raise TypeError(f"{type(self).__name__} sets no `plugin`: whose templates would it render?")
+        owner = self.app.page_plugins.get(type(self))
+        if owner is not None and self.plugin != owner:   # `plugin` changed after start-up
+            raise PageNameError(f"{type(self).__name__} is a page of the plugin {owner!r}: it renders no "
+                                f"templates of {self.plugin!r}")
         values.setdefault("notice", self.notices.get(self.get_query_argument("done", "")))
         self.render_site_page(page_name(self.plugin, template), title=title, status=status,
                               sign_in_form=sign_in_form, **values)
@@ -223,7 +246,7 @@ class PageHandler(BaseHandler):
             kind, heading = "not_found", "Page not found"
         elif status == 502 or code == "pds_error":
             kind, heading = "pds", "A server we depend on did not answer"
-        elif status == 403 and code in ("capability_missing", "not_admin", "not_primary_admin"):
+        elif status == 403:  # any refusal, a plugin's own codes too (not_member, not_allowed...)
             kind, heading = "forbidden", "You do not have permission for this"
         elif status == 429:
             kind, heading = "rate_limited", "Too many requests"

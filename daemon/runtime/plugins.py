@@ -114,6 +114,15 @@ def results_by_plugin(pm: pluggy.PluginManager, hook_name: str,
             for impl in impls.get(name, ())]
 
 
+def results_in_call_order(pm: pluggy.PluginManager, hook_name: str, **kwargs: Any) -> list[tuple[str, Any]]:
+    """``(plugin name, result)`` of each plugin's implementation of a hook, in the order a
+    plain hook call runs them (last registered first, ``tryfirst``/``trylast`` honoured):
+    the results of ``pm.hook.<hook_name>(**kwargs)``, each with the plugin it came from."""
+    return [(impl.plugin_name, impl.function(**{arg: kwargs[arg] for arg in impl.argnames}))
+            for impl in reversed(getattr(pm.hook, hook_name).get_hookimpls())
+            if not (impl.hookwrapper or getattr(impl, "wrapper", False))]
+
+
 def plugin_requirements(pm: pluggy.PluginManager) -> dict[str, tuple[str, ...]]:
     """What each registered plugin declares it needs (`cr_plugin_requires`)."""
     needs: dict[str, tuple[str, ...]] = {name: () for name in _registered(pm)}

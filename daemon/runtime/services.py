@@ -185,7 +185,8 @@ class CommunitiesService(Protocol):
     async def revoke_invite(self, row: "Row", code_or_id: str, actor: "Actor") -> dict[str, Any]: ...
     # roles (docs/communities.md, "Roles and capabilities"); 403 refusals audited as denials
     def capability_catalogue(self) -> dict[str, Any]:
-        """{capabilities: {name: words}, perCollection, moderator, maxRoles, maxCollections, maxDescription}"""
+        """{capabilities: {name: words}, plugins: {capability: plugin}, perCollection, moderator, maxRoles,
+        maxCollections, maxDescription}: the core's and every running plugin's capabilities"""
     async def list_roles(self, row: "Row") -> dict[str, Any]: ...
     async def role_holders(self, row: "Row") -> dict[str, list[str]]: """member DID -> role names"""
     async def create_role(self, row: "Row", actor: "Actor", name: str, body: dict[str, Any]) -> dict[str, Any]: ...

@@ -100,6 +100,22 @@ def plugin_capabilities(app: Any) -> frozenset[str]:
     return frozenset(name for name in app.declarations.capabilities if name not in CATALOGUE)
 
 
+def catalogue(app: Any) -> dict[str, Any]:
+    """Every capability a role may hold, from what the plugins declared (`cr_capabilities`;
+    the communities plugin declares the core's the same way): ``capabilities`` {name: words},
+    ``perCollection``, ``moderator`` (what the built-in moderator role holds: the declared
+    ``moderator=True``), ``plugins`` {capability: the plugin that declared it} for the other
+    plugins' own, and the roles' limits. What ``GET .../roles``, the roles page and the role
+    form show."""
+    declared = app.declarations.capabilities
+    return {"capabilities": {name: cap.description for name, cap in declared.items()},
+            "perCollection": sorted(name for name, cap in declared.items() if cap.per_collection),
+            "moderator": sorted(name for name, cap in declared.items() if cap.moderator),
+            "plugins": {name: app.declarations.owner("capability", name) or "" for name in declared
+                        if name not in CATALOGUE},
+            "maxRoles": MAX_ROLES, "maxCollections": MAX_COLLECTIONS, "maxDescription": MAX_DESCRIPTION}
+
+
 def role_fields(body: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> dict[str, Any]:
     """`description`, `capabilities` and `collections` of a custom role from a request body
     (400 ``invalid_request`` naming the field); `extra`: the plugins' own capabilities."""

@@ -318,9 +318,7 @@ class Communities:
 
     # roles (roles.py) and what they may grant (capabilities.py); changes audited when refused
     def capability_catalogue(self) -> dict[str, Any]:
-        return {"capabilities": dict(capabilities.CATALOGUE), "perCollection": sorted(capabilities.PER_COLLECTION),
-                "moderator": sorted(capabilities.MODERATOR), "maxRoles": capabilities.MAX_ROLES,
-                "maxCollections": capabilities.MAX_COLLECTIONS, "maxDescription": capabilities.MAX_DESCRIPTION}
+        return capabilities.catalogue(self.app)
 
     async def list_roles(self, row: "Row") -> dict[str, Any]:
         return await roles.list_roles(self.app, row)

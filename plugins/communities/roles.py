@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, WriteKind, emit_tx, pds
 from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx, community_lock_key, member_status,
                                        nsid, require_manager, require_role)
-from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, grants_of,
-                                              role_fields, role_name, plugin_capabilities)
+from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, catalogue,
+                                              grants_of, role_fields, role_name, plugin_capabilities)
 from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,14 +49,18 @@ async def _state(reader: Any, did: str) -> tuple[Definitions, Holders]:
     return defs, holders
 
 
-def role_json(name: str, role: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A role as the API shows it (built-in ones with their fixed capabilities)."""
+def role_json(name: str, role: dict[str, Any] | None = None,
+              listed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A role as the API shows it: built-in ones with what they hold of the catalogue
+    `listed` (`capabilities.catalogue`: the plugins' capabilities too; the core's alone
+    without it)."""
     if name == "admin":
         return {"name": name, "builtin": True, "description": "every capability; manages the community",
-                "capabilities": sorted(CATALOGUE), "collections": []}
+                "capabilities": sorted(listed["capabilities"] if listed else CATALOGUE), "collections": []}
     if name == "moderator":
         return {"name": name, "builtin": True, "description": "approves, removes and bans members who "
-                "are not admins, manages invites, reads the audit log", "capabilities": sorted(MODERATOR),
+                "are not admins, manages invites, reads the audit log",
+                "capabilities": list(listed["moderator"]) if listed else sorted(MODERATOR),
                 "collections": []}
     if name == "member":
         return {"name": name, "builtin": True, "description": "a member of the community",
@@ -68,7 +72,8 @@ def role_json(name: str, role: dict[str, Any] | None = None) -> dict[str, Any]:
 async def list_roles(app: "Application", community: Row) -> dict[str, Any]:
     defs, _ = await _state(app.db, community["did"])
     return {"communityDid": community["did"],
-            "roles": [role_json(n) for n in BUILTIN] + [role_json(n, r) for n, r in defs.items()]}
+            "roles": [role_json(n, listed=catalogue(app)) for n in BUILTIN]
+            + [role_json(n, r) for n, r in defs.items()]}
 
 
 def roles_record(defs: Definitions, holders: Holders, now: str) -> dict[str, Any]:

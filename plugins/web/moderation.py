@@ -47,6 +47,16 @@ def rights_words(catalogue: dict[str, Any], role: dict[str, Any]) -> list[str]:
     return out
 
 
+def capability_groups(catalogue: dict[str, Any]) -> list[tuple[str | None, list[tuple[str, str]]]]:
+    """The role form's checkboxes: the core's capabilities (heading None), then each other
+    plugin's own under its name; per-collection ones are the form's collection rows."""
+    groups: dict[str | None, list[tuple[str, str]]] = {None: []}
+    for cap, words in catalogue["capabilities"].items():
+        if cap not in catalogue["perCollection"]:
+            groups.setdefault(catalogue.get("plugins", {}).get(cap) or None, []).append((cap, words))
+    return list(groups.items())
+
+
 # ------------------------------------------------------------------ roles
 
 
@@ -115,10 +125,12 @@ class RoleFormPage(PageHandler):
         rows = list(values.get("rows", []))[:MAX_ROWS]
         rows += [{"collection": "", "rights": []}] * min(2, MAX_ROWS - len(rows))
         title = f"Edit the role {name}" if name else "New role"
+        groups = capability_groups(catalogue)
+        offered = {c for _, caps in groups for c, _ in caps}
         self.render_page("role_form.html", title=("Error: " + title) if errors else title, status=status,
                          community=community_names(row), role_name=name, errors=errors, values=values,
-                         rows=rows, catalogue=[(c, w) for c, w in catalogue["capabilities"].items()
-                                               if c not in catalogue["perCollection"]],
+                         rows=rows, groups=groups,
+                         gone=[c for c in values.get("capabilities", []) if c not in offered],
                          max_description=catalogue["maxDescription"], **layout)
 
     async def submit(self, ident: str, name: str | None = None) -> None:

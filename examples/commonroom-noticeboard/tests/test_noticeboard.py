@@ -10,7 +10,8 @@ from daemon.plugin import ConfigError
 
 
 async def test_the_plugin_is_loaded_from_its_entry_point_with_its_declarations(app):
-    assert app.pm.has_plugin("noticeboard"), "install the plugin before running its tests: pip install -e ."
+    assert app.pm.has_plugin("noticeboard"), ("install the plugin before running its tests: pip install -e . "
+                                              "(in the Commonroom repository: PYTHONPATH=.test-plugins, see the README)")
     assert app.event_kinds["notice.posted"].label == "A notice was posted"
     assert app.declarations.capabilities["notices.remove"].moderator
     assert app.config.plugin("noticeboard").max_length == 500
