@@ -312,7 +312,8 @@ async def test_a_batch_that_fails_to_apply_is_retried_after_a_backoff_and_nothin
     async def shown() -> bool:
         return (await members_by_did(api, did))[bob["did"]]["handle"] == handle
     await eventually(shown, "the retried batch applied")
-    assert app.sync.cursor > cursor
+    # the failed batch may be the first this sync applies (no cursor saved before it)
+    assert app.sync.cursor is not None and (cursor is None or app.sync.cursor > cursor)
 
 
 async def test_a_membership_record_the_users_repo_does_not_hold_makes_nobody_join(app, client, devnet, people):
