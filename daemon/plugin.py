@@ -23,6 +23,7 @@ from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime,
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
 from daemon.base import ApiError, Principal
+from daemon.http.lean import LeanHandler
 from daemon.http.base import (SERVER_HEADER, BaseHandler, RequestLogic, decode_cursor, encode_cursor, encode_json, error_for,
                               invalid, strip_spoofing, validate)
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
@@ -53,6 +54,8 @@ __all__ = [
     "operation", "query", "header", "obj", "arr", "nullable", "page", "Response", "html", "redirect",
     "NO_CONTENT", "STRING", "STRING_OR_NULL", "INTEGER", "BOOLEAN", "DATETIME", "DATETIME_OR_NULL", "DID",
     "CURSOR", "ANY", "EVENT_KIND", "enum_of",
+    # a route called on every page view, without a Tornado RequestHandler (membership/check)
+    "LeanHandler",
     # a handler's request logic outside BaseHandler (e.g. a WebSocket handler) and its answers
     "RequestLogic", "SERVER_HEADER", "encode_json", "error_for",
     # pages for people (the web plugin draws them in the site's layout)

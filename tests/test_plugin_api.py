@@ -50,7 +50,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "daemon.atproto.accounts": "creating and adopting community accounts (CommunityAccount, bring_own_account, forget_account): " + _INTERNAL,
         "daemon.atproto.identity": "resolving members' DIDs and handles: " + _INTERNAL,
         "daemon.atproto.pds": "profiles, blobs and image URLs on a PDS: " + _INTERNAL,
-        "daemon.http.lean": "the lean membership/check route (lean.py: issue 23 item 8)",
         "daemon.runtime.cli": "`from daemon.runtime import cli` (fail, progress: exported; a mechanical change left)",
         "daemon.sync": "the network sync's Interest and events: " + _INTERNAL,
     },
