@@ -92,6 +92,7 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
 
     from daemon.runtime.app import create_app, plugin_sections
     from daemon.runtime.config import Config
+    from daemon.runtime.main import build_server
     from daemon.runtime.plugins import build_plugin_manager
 
     raw = {"storage": {"state_dir": str(state)}, "secret_key": "00" * 31 + "01",
@@ -140,8 +141,10 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
         logging.basicConfig(level=logging.WARNING)
         app = await create_app(config, pm)
         plain = await create_app(config_plain, pm_plain)
-        HTTPServer(plain).listen(plain_port, "127.0.0.1")
-        HTTPServer(app).listen(port, "127.0.0.1")
+        # The service's own HTTP server, as `commonroom serve` builds it (connection caps,
+        # limits, its read size); `bare` gets Tornado's HTTPServer with its defaults.
+        build_server(plain).listen(plain_port, "127.0.0.1")
+        build_server(app).listen(port, "127.0.0.1")
         HTTPServer(tornado.web.Application([(r"/.*", Bare)])).listen(bare_port, "127.0.0.1")
         ready.set()
         await asyncio.Event().wait()
