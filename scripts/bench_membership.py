@@ -18,7 +18,7 @@ is not installed here). Measured in the same run, against the same server proces
   after the first round every check's row comes from the database's cache of point reads
   (`Database.fetchone_now(cached=True)`), as a person's repeated page views do;
 * ``check-miss``: the same route, each request for another of 20,000 users, more than that
-  cache holds (4,096 rows): (nearly) every check misses it and runs its SQLite query;
+  cache holds (1,024 rows): (nearly) every check misses it and runs its SQLite query;
 * ``check-nometrics``: the same, served by a second application in the same process with
   ``metrics.enabled: false``: ``check / check-nometrics`` is what recording metrics costs;
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
