@@ -4,7 +4,8 @@
 Seeds (directly through the store) one community with 100k members and 1k more
 communities, starts the daemon's application in a server process, and drives it from a
 second process with a small keep-alive HTTP/1.1 load generator (raw asyncio sockets; `wrk`
-is not installed here). Measured in the same run, against the same server process:
+is not installed here). The service is served by the daemon's own server (`build_server`, as
+`commonroom serve` builds it). Measured in the same run, against the same server process:
 
 * ``bare``: a plain Tornado handler answering a small JSON object (the ceiling). It is sent
   the very requests ``check`` gets (same path, API-key header and body), so both servers
