@@ -5,8 +5,8 @@
 What this module exports (its ``__all__``) is the promise made to plugin authors: names
 stay, and a change to them is announced in the changelog. Every other module of
 ``daemon`` and ``store`` is internal and may change between releases without notice;
-the built-in plugins are held to the same rule (``tests/test_plugin_api.py``), with the
-remaining exceptions listed there. The reference is docs/plugins.md, "The plugin API".
+the built-in plugins are held to the same rule (``tests/test_plugin_api.py``) and import
+nothing else of the core. The reference is docs/plugins.md, "The plugin API".
 
 This module sits above the core's layers (it re-exports from all of them); nothing in
 the core imports it.
@@ -15,45 +15,40 @@ the core imports it.
 from __future__ import annotations
 
 from daemon import __version__, hookimpl
-from daemon.atproto.accounts import community_repo, delete_account_tx
+from daemon.atproto.accounts import (CommunityAccount, bring_own_account, community_repo, delete_account_tx,
+                                     fetch_handle_domain, forget_account, provision_account)
+from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
+from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
 from daemon.atproto.proofs import UserMethod, prove_acting_user
 from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime, is_did, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, require_at_uri, require_did, require_handle,
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
-from daemon.base import ApiError, Principal
-from daemon.http.base import (SERVER_HEADER, BaseHandler, RequestLogic, decode_cursor, encode_cursor, encode_json, error_for,
-                              invalid, strip_spoofing, validate)
+from daemon.base import ApiError, Clock, FakeClock, KeyedLocks, Principal, iso
+from daemon.http.base import (SERVER_HEADER, SID_COOKIE, BaseHandler, RequestLogic, decode_cursor, encode_cursor,
+                              encode_json, error_for, invalid, strip_spoofing, validate)
+from daemon.http.lean import LeanHandler
 from daemon.http.openapi import (ANY, BOOLEAN, CURSOR, EVENT_KIND, DATETIME, DATETIME_OR_NULL, DID, INTEGER, NO_CONTENT,
-                                 STRING, STRING_OR_NULL, Response, arr, enum_of, header, html, nullable, obj,
-                                 operation, page, query, redirect)
+                                 STRING, STRING_OR_NULL, Response, arr, enum_of, error_or_page, header, html, nullable,
+                                 obj, operation, page, query, redirect)
 from daemon.runtime.app import Application
 from daemon.runtime.cli import add_json_flag, fail, print_rows, progress
 from daemon.runtime.config import ConfigError, check_range
-from daemon.base import Clock, FakeClock, KeyedLocks, iso
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders, declared
-from daemon.runtime.retention import BATCH as PRUNE_BATCH, PAUSE_SECONDS as PRUNE_PAUSE_SECONDS, prune_in_batches
+from daemon.runtime.events import (EVENT_TYPES, AppSet, Audience, Event, Outbox, decide_audience, emit_tx,
+                                   event_data_for)
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
-from daemon.runtime.events import EVENT_TYPES, AppSet, Audience, Event, decide_audience, emit_tx, event_data_for
+from daemon.runtime.retention import BATCH as PRUNE_BATCH, PAUSE_SECONDS as PRUNE_PAUSE_SECONDS, prune_in_batches
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
                                      RecordsService, WebhooksService, WebService)
 from daemon.security.access import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, MemberStatus
-from store.db import Reader, Row, Transaction
-# identities and public repo reads, browser sessions, the outbound guard
-from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
-from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
-from daemon.http.base import SID_COOKIE
-from daemon.http.openapi import error_or_page
 from daemon.security.netguard import AddressRefused, Guard, GuardedTransport, RequestRefused, Target, TargetRefused
 from daemon.security.sessions import (NewSession, authenticate_session, clear_session_cookies, create_session,
                                       end_session, set_session_cookies)
-from daemon.atproto.accounts import (CommunityAccount, bring_own_account, fetch_handle_domain, forget_account,
-                                     provision_account)
-from daemon.runtime.events import Outbox
 from daemon.sync.events import Interest, RecordOp, SyncEvent
 from store.apps import AppsTable
-from store.db import VersionedCache
+from store.db import Reader, Row, Transaction, VersionedCache
 from store.sync import record_account_status_tx
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
@@ -70,6 +65,8 @@ __all__ = [
     "CURSOR", "ANY", "EVENT_KIND", "enum_of",
     # an answer that is JSON to an API client and an HTML page to a browser's form post
     "error_or_page",
+    # a route called on every page view, without a Tornado RequestHandler (membership/check)
+    "LeanHandler",
     # a handler's request logic outside BaseHandler (e.g. a WebSocket handler) and its answers
     "RequestLogic", "SERVER_HEADER", "encode_json", "error_for",
     # pages for people (the web plugin draws them in the site's layout)

@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 
 Row = sqlite3.Row
 
+#: How many rows `Database.fetchone_now(..., cached=True)` keeps: ~2.7 KB each with its key
+#: (measured with tracemalloc on membership/check's row; a `sqlite3.Row` carries its
+#: cursor's column description), so ~2.7 MB at most; when full, the cache starts afresh.
+POINT_CACHE_ENTRIES = 1024
+_NO_ROW = object()  # a cached "no such row"
+
 _NOW_BUSY_TIMEOUT_MS = 50
 
 
@@ -79,7 +85,8 @@ class Reader(Protocol):
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None: ...
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[Row]: ...
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = ()) -> Any: ...
-    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = (), *,
+                           cached: bool = False) -> Row | None:
         """`fetchone` for a lookup through an index; see `Database.fetchone_now`."""
 
 
@@ -109,8 +116,10 @@ class Transaction:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
 
-    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
-        """`fetchone`: inside a transaction every read goes through its connection."""
+    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = (), *,
+                           cached: bool = False) -> Row | None:
+        """`fetchone`: inside a transaction every read goes through its connection (and
+        `cached` is ignored: the transaction must see its own writes)."""
         return await self.fetchone(sql, params)
 
     def after_commit(self, callback: Callable[[], Any]) -> None:
@@ -153,6 +162,8 @@ class Database:
         #: Commits made through this object so far (see `VersionedCache`). It moves as
         #: soon as a COMMIT has finished, before the transaction's caller resumes.
         self.commits = 0
+        #: `fetchone_now(..., cached=True)`'s rows (see there).
+        self._point_cache = VersionedCache(time, max_entries=POINT_CACHE_ENTRIES)
 
     def _committed(self, _: Any = None) -> None:
         self.commits += 1
@@ -319,7 +330,8 @@ class Database:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]
 
-    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = ()) -> Row | None:
+    async def fetchone_now(self, sql: str, params: Sequence[Any] | dict = (), *,
+                           cached: bool = False) -> Row | None:
         """A read answered synchronously on the event-loop thread.
 
         For lookups through an index that touch a handful of rows (an API key by hash, a
@@ -327,7 +339,26 @@ class Database:
         costs ~200 µs, which dominates hot routes such as membership/check. WAL readers
         never wait for the writer; if the file is briefly locked (WAL recovery), the read
         falls back to a reader thread. Never use this for scans.
+
+        `cached`: the row may come from a small in-memory cache of such reads (at most
+        `POINT_CACHE_ENTRIES`, keyed by the query and its parameters), which is never stale
+        for this daemon's own writes: it is a `VersionedCache`, emptied as soon as any
+        transaction of this daemon commits (before its caller resumes) and filled only with
+        rows read after that; a write by another process on the file (the operator CLI) is
+        seen within a second (``PRAGMA data_version``). For the hottest read only
+        (membership/check): a hit costs a dictionary lookup instead of a query whose B-tree
+        pages are often out of the CPU's caches (docs/performance.md). `params` must be a
+        tuple or list.
         """
+        if cached and not isinstance(params, dict):
+            cache = self._point_cache
+            version = cache.version(self)
+            key = (sql, *params)
+            row = cache.get(version, key)
+            if row is None:
+                row = await self.fetchone_now(sql, params)
+                cache.put(version, key, _NO_ROW if row is None else row)
+            return None if row is _NO_ROW else row
         if self._now is not None:
             try:
                 return self._now.execute(sql, params).fetchone()

@@ -199,3 +199,58 @@ async def test_the_server_header_names_no_framework_or_version(app, client, serv
     error = await client.get("/api/v1/nothing-here")
     for resp in (base, lean, error):
         assert resp.headers.get("Server") == "commonroom", resp.headers.get("Server")
+
+
+async def test_head_and_body_time_limits_are_kept_per_connection_not_per_request():
+    """`server.idle_connection_timeout_seconds` and `server.body_timeout_seconds` as the
+    daemon's server keeps them (daemon/http/server.py: per connection, one sweep, instead
+    of two Tornado timers per request): an idle keep-alive connection, a head that never
+    ends and a declared body that never comes are each closed unanswered once their limit
+    has passed; an application that takes longer than both to answer is not cut off."""
+    import socket
+    import time
+
+    import tornado.web
+    from tornado.testing import bind_unused_port
+
+    from daemon.http.server import Server
+
+    class Slow(tornado.web.RequestHandler):
+        async def get(self) -> None:
+            await asyncio.sleep(0.6)           # longer than both limits
+            self.finish("ok")
+
+        def post(self) -> None:
+            self.finish("posted")
+
+    srv = Server(tornado.web.Application([(r"/", Slow)]), idle_connection_timeout=0.3, body_timeout=0.3)
+    sock, port = bind_unused_port()
+    srv.add_sockets([sock])
+
+    async def exchange(data: bytes, wait: float = 3.0) -> tuple[bytes, float]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        started = time.monotonic()
+        writer.write(data)
+        got = b""
+        try:
+            while chunk := await asyncio.wait_for(reader.read(4096), wait):
+                got += chunk
+        finally:
+            writer.close()
+        return got, time.monotonic() - started
+
+    try:
+        answered, took = await exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")   # answered, then idle
+        assert answered.startswith(b"HTTP/1.1 200") and answered.endswith(b"ok"), answered
+        assert 0.6 + 0.3 <= took < 2.5, took          # the idle wait after it closed it
+        half, took = await exchange(b"GET / HTTP/1.1\r\nHost: x\r\n")          # a head that never ends
+        assert half == b"" and 0.3 <= took < 2.0, took
+        unsent, took = await exchange(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        assert unsent == b"" and 0.3 <= took < 2.0, took
+        full, _ = await exchange(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        assert full.startswith(b"HTTP/1.1 200") and b"posted" in full
+        await asyncio.sleep(0.5)
+        assert srv._waiting == {}                     # nothing left behind
+    finally:
+        srv.stop()
+        await srv.close_all_connections()

@@ -234,3 +234,34 @@ async def test_a_task_holding_a_key_holds_it_again_without_waiting():
                 assert locks.busy("a")
         assert locks.busy("a")
     assert len(locks) == 0 and not locks.busy("a")
+
+
+async def test_cached_point_reads_are_served_from_memory_until_any_commit(app):
+    """`fetchone_now(..., cached=True)` (membership/check's read): a repeated read is the
+    cached row itself, and a commit of this daemon makes the very next read see it; another
+    process's commit is seen at the next data-version recheck (at most a second)."""
+    db = app.db
+    async with db.transaction("test.point") as tx:
+        await tx.execute("CREATE TABLE IF NOT EXISTS point_probe (k TEXT PRIMARY KEY, v TEXT)")
+        await tx.execute("INSERT INTO point_probe VALUES ('a', 'one')")
+    sql = "SELECT v FROM point_probe WHERE k = ?"
+    first = await db.fetchone_now(sql, ("a",), cached=True)
+    assert first["v"] == "one"
+    assert await db.fetchone_now(sql, ("a",), cached=True) is first      # from memory
+    assert await db.fetchone_now(sql, ("zz",), cached=True) is None       # "no row" is cached too
+    assert await db.fetchone_now(sql, ("zz",), cached=True) is None
+
+    async with db.transaction("test.point2") as tx:                      # our write: seen at once
+        await tx.execute("UPDATE point_probe SET v = 'two' WHERE k = 'a'")
+        await tx.execute("INSERT INTO point_probe VALUES ('zz', 'new')")
+        # inside a transaction, `cached` is ignored: the transaction sees its own writes
+        assert (await tx.fetchone_now(sql, ("zz",), cached=True))["v"] == "new"
+    assert (await db.fetchone_now(sql, ("a",), cached=True))["v"] == "two"
+    assert (await db.fetchone_now(sql, ("zz",), cached=True))["v"] == "new"
+
+    other = sqlite3.connect(app.config.database_path)                    # another process
+    other.execute("UPDATE point_probe SET v = 'three' WHERE k = 'a'")
+    other.commit()
+    other.close()
+    db._point_cache._next_check = float("-inf")                         # the recheck is due
+    assert (await db.fetchone_now(sql, ("a",), cached=True))["v"] == "three"

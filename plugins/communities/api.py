@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, Row, STRING, UserMethod, encode_cursor,
+from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, LeanHandler, Row, STRING, UserMethod, encode_cursor,
                            is_cid, obj, operation, query, require_at_uri, require_did, validate)
-from daemon.http.lean import LeanHandler
 from plugins.communities import admins, common, invites, lifecycle, membership, policy, views
 from plugins.communities import schemas as S
 from plugins.communities.capabilities import require_capability_of

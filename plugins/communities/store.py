@@ -241,8 +241,12 @@ _CHECK_SQL = (
 
 async def status_for_app(db: Reader, community_did: str, user_did: str, app_id: str | None) -> Row | None:
     """`status` plus the community's `roster_visibility` and whether `app_id` was allowed
-    to see the community (`app_allowed`) or manage it (`app_manages`), in one query."""
-    return await db.fetchone_now(_CHECK_SQL, (app_id or "", app_id or "", user_did, user_did, community_did))
+    to see the community (`app_allowed`) or manage it (`app_manages`), in one query.
+    membership/check asks this on every page view of every app, so the row may come from
+    the database's cache of point reads (`fetchone_now(cached=True)`: emptied by every
+    commit of this daemon, so a join, leave, ban or role change is seen by the next check)."""
+    return await db.fetchone_now(_CHECK_SQL, (app_id or "", app_id or "", user_did, user_did, community_did),
+                                 cached=True)
 
 
 # A ban is in force while `expires_at` is NULL or later than now (ISO 8601 strings of one

@@ -1,0 +1,53 @@
+"""membership/check reads its row through the database's cache of point reads (issue 27):
+against the devnet, every change of a person's standing through the API (join, request,
+approval, role given and taken, promotion, leave, ban) is seen by the very next check,
+with checks in between so that the previous answer is in the cache each time."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures_communities import Api, devnet_module_fixtures
+
+pytestmark = pytest.mark.pds
+
+config_overrides, extra_plugins = devnet_module_fixtures()
+
+NOBODY = {"isMember": False, "isAdmin": False, "isPending": False}
+MEMBER = {"isMember": True, "isAdmin": False, "isPending": False}
+
+
+async def test_the_very_next_check_sees_every_change(app, client, people):
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Cached club", type="admin-approved"))["did"]
+
+    async def check() -> dict:
+        first = await api.check(did, bob["did"])
+        assert await api.check(did, bob["did"]) == first   # the second from the cache
+        return first
+
+    assert await check() == NOBODY
+    assert (await api.join(did, bob["did"])).status == 202
+    assert await check() == {**NOBODY, "isPending": True}
+    assert (await api.decide(did, "approve", alice["did"], bob["did"])).status == 200
+    assert await check() == MEMBER
+    given = await api.post(api.path(did, f"/members/{bob['did']}/roles"), {"adminDid": alice["did"], "role": "moderator"})
+    assert given.status == 200, given.text
+    assert await check() == {**MEMBER, "roles": ["moderator"]}
+    taken = await api.delete(api.path(did, f"/members/{bob['did']}/roles/moderator"), {"adminDid": alice["did"]})
+    assert taken.status == 200, taken.text
+    assert await check() == MEMBER
+    assert (await api.admins(did, "promote", {"adminDid": alice["did"], "memberDid": bob["did"]})).status == 200
+    assert await check() == {**MEMBER, "isAdmin": True}
+    assert (await api.admins(did, "demote", {"adminDid": alice["did"], "memberDid": bob["did"]})).status == 200
+    assert await check() == MEMBER
+    assert (await api.post(api.path(did, "/members/leave"), {"userDid": bob["did"]})).status == 200
+    assert await check() == NOBODY
+    assert (await api.join(did, bob["did"])).status == 202
+    assert (await api.decide(did, "approve", alice["did"], bob["did"])).status == 200
+    assert await check() == MEMBER
+    banned = await api.post(api.path(did, "/bans"), {"adminDid": alice["did"], "memberDid": bob["did"]})
+    assert banned.status == 201, banned.text
+    assert await check() == NOBODY
+    assert len(app.db._point_cache) > 0   # the checks were cached
