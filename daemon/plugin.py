@@ -48,7 +48,7 @@ from daemon.security.sessions import (NewSession, authenticate_session, clear_se
                                       end_session, set_session_cookies)
 from daemon.sync.events import Interest, RecordOp, SyncEvent
 from store.apps import AppsTable
-from store.db import Reader, Row, Transaction, VersionedCache
+from store.db import Reader, Row, Transaction, VersionedCache, narrowed
 from store.sync import record_account_status_tx
 
 #: The pytest plugin with Commonroom's test fixtures: ``pytest_plugins = [TESTING_PLUGIN]``
@@ -83,7 +83,7 @@ __all__ = [
     # configuration
     "ConfigError", "check_range",
     # storage
-    "Reader", "Row", "Transaction",
+    "Reader", "Row", "Transaction", "narrowed",
     # events
     "emit_tx", "Event", "EVENT_TYPES", "EventKind",
     # acting for a user, writing to repos

@@ -79,6 +79,29 @@ def _on_reader(fn: Callable[[sqlite3.Connection, str, Any], Any], reader: aiosql
         return fn(reader._conn, sql, params)
 
 
+def narrowed(sql: str, params: Sequence[Any], filters: dict[str, Any], tail: str = "",
+             *tail_params: Any) -> tuple[str, list[Any]]:
+    """A query built from optional filters: `sql` (ending in its WHERE clause) and `params`,
+    then `` AND <condition>`` for each condition of `filters` whose value is not None (a
+    tuple value gives one parameter per ``?``; an empty tuple counts as None), then `tail`
+    (``ORDER BY ... LIMIT ?``) and its parameters.
+
+        sql, params = narrowed("SELECT * FROM my_rows WHERE community_did = ?", [did],
+                               {"author_did = ?": author, "id < ?": before_id},
+                               "ORDER BY id DESC LIMIT ?", limit)
+    """
+    parts, values = [sql], list(params)
+    for condition, value in filters.items():
+        if value is None or value == ():
+            continue
+        parts.append(f"AND {condition}")
+        values.extend(value if isinstance(value, tuple) else (value,))
+    if tail:
+        parts.append(tail)
+    values.extend(tail_params)
+    return " ".join(parts), values
+
+
 class Reader(Protocol):
     """What a read query needs: a `Database` or a `Transaction`."""
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from daemon.base import KeyedLocks, iso
 from daemon.base import ApiError
-from store.db import Database, Reader, Row, Transaction
+from store.db import Database, Reader, Row, Transaction, narrowed
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -568,27 +568,17 @@ async def due_intents(db: Database, *, kind: str, created_before: str | None, no
     """Intents of `kind` to settle, oldest first from `after_id`: created before
     `created_before` (None: any age) and not waiting out a backoff at `now` (None: ignore
     backoffs)."""
-    sql = "SELECT * FROM write_intents WHERE kind = ? AND id > ?"
-    params: list[Any] = [kind, after_id]
-    if now is not None:
-        sql += " AND (next_attempt_at IS NULL OR next_attempt_at <= ?)"
-        params.append(now)
-    if created_before is not None:
-        sql += " AND created_at <= ?"
-        params.append(created_before)
-    sql += " ORDER BY id LIMIT ?"
-    params.append(limit)
-    return await db.fetchall(sql, params)
+    return await db.fetchall(*narrowed(
+        "SELECT * FROM write_intents WHERE kind = ? AND id > ?", [kind, after_id],
+        {"(next_attempt_at IS NULL OR next_attempt_at <= ?)": now, "created_at <= ?": created_before},
+        "ORDER BY id LIMIT ?", limit))
 
 
 async def pending_intents(db: Database, *, community_did: str | None = None,
                           kind_prefix: str | None = None) -> list[Row]:
     """Every intent (of one community, of the kinds starting with `kind_prefix`), oldest first."""
-    sql, params = "SELECT * FROM write_intents WHERE 1 = 1", []
-    if community_did is not None:
-        sql += " AND community_did = ?"
-        params.append(community_did)
-    if kind_prefix is not None:
-        sql += " AND substr(kind, 1, ?) = ?"
-        params += [len(kind_prefix), kind_prefix]
-    return await db.fetchall(sql + " ORDER BY id", params)
+    return await db.fetchall(*narrowed(
+        "SELECT * FROM write_intents WHERE 1 = 1", [],
+        {"community_did = ?": community_did,
+         "substr(kind, 1, ?) = ?": None if kind_prefix is None else (len(kind_prefix), kind_prefix)},
+        "ORDER BY id"))

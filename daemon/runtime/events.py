@@ -9,7 +9,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from store.db import Reader, Row, Transaction
+from store.db import Reader, Row, Transaction, narrowed
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.runtime.app import Application
@@ -214,20 +214,12 @@ async def stream_after(db: Reader, after: int, upto: int, *, app_id: str | None,
     """Up to `limit` events with ``after < seq <= upto`` in commit order that `app_id` may
     hear of (None: every event, whatever its audience: the stream's own fan-out, which
     filters per subscriber), optionally of these `kinds` and this community."""
-    sql = f"SELECT {_STREAM_COLUMNS} FROM events WHERE seq > ? AND seq <= ?"
-    params: list[Any] = [after, upto]
-    if app_id is not None:
-        sql += " AND (audience = '*' OR instr(audience, ?) > 0)"
-        params.append(f" {app_id} ")
-    if kinds:
-        sql += f" AND type IN ({','.join('?' * len(kinds))})"
-        params.extend(kinds)
-    if community_did is not None:
-        sql += " AND community_did = ?"
-        params.append(community_did)
-    sql += " ORDER BY seq LIMIT ?"
-    params.append(limit)
-    return await db.fetchall(sql, params)
+    kinds = tuple(kinds or ())
+    return await db.fetchall(*narrowed(
+        f"SELECT {_STREAM_COLUMNS} FROM events WHERE seq > ? AND seq <= ?", [after, upto],
+        {"(audience = '*' OR instr(audience, ?) > 0)": None if app_id is None else f" {app_id} ",
+         f"type IN ({','.join('?' * len(kinds))})": kinds, "community_did = ?": community_did},
+        "ORDER BY seq LIMIT ?", limit))
 
 
 async def prune_tx(tx: Transaction, created_before: str, below_seq: int | None, limit: int) -> int:

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Iterable, NamedTuple, Sequence
 
-from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin import Reader, Row, Transaction, narrowed
 
 
 # ==================================================================
@@ -422,32 +422,20 @@ async def member_page(db: Reader, community_did: str, *, limit: int, after_id: i
 
 async def list_requests(db: Reader, community_did: str, *, limit: int,
                         after_id: int | None) -> list[Row]:
-    params: list[Any] = [community_did]
-    extra = ""
-    if after_id is not None:
-        extra = "AND r.id > ? "
-        params.append(after_id)
-    params.append(limit)
-    return await db.fetchall(
+    return await db.fetchall(*narrowed(
         "SELECT r.*, p.handle, p.display_name, p.avatar_url FROM join_requests r "
-        "LEFT JOIN user_profiles p ON p.did = r.member_did "
-        f"WHERE r.community_did = ? {extra}ORDER BY r.id LIMIT ?", params)
+        "LEFT JOIN user_profiles p ON p.did = r.member_did WHERE r.community_did = ?", [community_did],
+        {"r.id > ?": after_id}, "ORDER BY r.id LIMIT ?", limit))
 
 
 async def memberships_of(db: Reader, user_did: str, *, limit: int,
                          after_id: int | None) -> list[Row]:
     """A user's memberships (newest first) with each community's index row."""
-    params: list[Any] = [user_did]
-    extra = ""
-    if after_id is not None:
-        extra = "AND m.id < ? "
-        params.append(after_id)
-    params.append(limit)
-    return await db.fetchall(
+    return await db.fetchall(*narrowed(
         "SELECT m.id AS member_id, m.admin_rank, m.confirmed_at, m.proof_rkey, m.proof_cid, "
         "m.membership_uri, m.membership_cid, c.* FROM members m "
-        "JOIN communities c ON c.did = m.community_did AND c.state = 'active' "
-        f"WHERE m.member_did = ? {extra}ORDER BY m.id DESC LIMIT ?", params)
+        "JOIN communities c ON c.did = m.community_did AND c.state = 'active' WHERE m.member_did = ?",
+        [user_did], {"m.id < ?": after_id}, "ORDER BY m.id DESC LIMIT ?", limit))
 
 
 async def requests_of(db: Reader, user_did: str) -> list[Row]:

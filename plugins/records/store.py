@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin import Reader, Row, Transaction, narrowed
 
 
 # ==================================================================
@@ -48,17 +48,9 @@ async def delete_record_tx(tx: Transaction, record_id: int) -> None:
 async def list_records(db: Reader, community_did: str, collection: str, limit: int,
                        before_id: int | None, author_did: str | None = None) -> list[Row]:
     """Newest first."""
-    sql = "SELECT * FROM records WHERE community_did = ? AND collection = ?"
-    params: list = [community_did, collection]
-    if author_did is not None:
-        sql += " AND author_did = ?"
-        params.append(author_did)
-    if before_id is not None:
-        sql += " AND id < ?"
-        params.append(before_id)
-    sql += " ORDER BY id DESC LIMIT ?"
-    params.append(limit)
-    return await db.fetchall(sql, params)
+    return await db.fetchall(*narrowed(
+        "SELECT * FROM records WHERE community_did = ? AND collection = ?", [community_did, collection],
+        {"author_did = ?": author_did, "id < ?": before_id}, "ORDER BY id DESC LIMIT ?", limit))
 
 
 # ------------------------------------------------------------------ a community's allowed collections

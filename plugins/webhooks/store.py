@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin import Reader, Row, Transaction, narrowed
 
 # ------------------------------------------------------------------ webhooks
 
@@ -97,18 +97,10 @@ async def get_delivery(db: Reader, webhook_id: str, delivery_id: int) -> Row | N
 async def list_deliveries(db: Reader, webhook_id: str, limit: int, before_id: int | None,
                           status: str | None = None) -> list[Row]:
     """Newest first."""
-    sql = (f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id "
-           "WHERE d.webhook_id = ?")
-    params: list[Any] = [webhook_id]
-    if status is not None:
-        sql += " AND d.status = ?"
-        params.append(status)
-    if before_id is not None:
-        sql += " AND d.id < ?"
-        params.append(before_id)
-    sql += " ORDER BY d.id DESC LIMIT ?"
-    params.append(limit)
-    return await db.fetchall(sql, params)
+    return await db.fetchall(*narrowed(
+        f"SELECT {_DELIVERY_COLUMNS} FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id "
+        "WHERE d.webhook_id = ?", [webhook_id],
+        {"d.status = ?": status, "d.id < ?": before_id}, "ORDER BY d.id DESC LIMIT ?", limit))
 
 
 async def delivery_counts(db: Reader, webhook_id: str) -> dict[str, int]:
