@@ -651,17 +651,9 @@ async def insert_entry_tx(tx: Transaction, *, community_did: str, action: str,
 async def list_entries(db: Reader, community_did: str, *, limit: int,
                        before_id: int | None, action: str | None = None) -> list[Row]:
     """Newest first, keyset on `id`."""
-    where = ["community_did = ?"]
-    params: list[Any] = [community_did]
-    if before_id is not None:
-        where.append("id < ?")
-        params.append(before_id)
-    if action is not None:
-        where.append("action = ?")
-        params.append(action)
-    params.append(limit)
-    return await db.fetchall(
-        f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", params)
+    return await db.fetchall(*narrowed(
+        "SELECT * FROM audit_log WHERE community_did = ?", [community_did],
+        {"id < ?": before_id, "action = ?": action}, "ORDER BY id DESC LIMIT ?", limit))
 
 
 async def audit_page(db: Reader, community_did: str, *, actions: tuple[str, ...] | None, denied: bool,
@@ -669,27 +661,15 @@ async def audit_page(db: Reader, community_did: str, *, actions: tuple[str, ...]
                      limit: int) -> list[Row]:
     """A page of the history, newest first (keyset on `id`): of some `actions`, refusals
     only (`denied`) or none of them, by or about `person`, from `since` up to `until`."""
-    where = ["community_did = ?"]
-    params: list[Any] = [community_did]
-    where.append("json_extract(metadata, '$.outcome') IS " + ("'denied'" if denied else "NULL"))
-    if actions:
-        where.append(f"action IN ({', '.join('?' * len(actions))})")
-        params.extend(actions)
-    if person:
-        where.append("(actor_did = ? OR target_did = ?)")
-        params.extend([person, person])
-    if since:
-        where.append("created_at >= ?")
-        params.append(since)
-    if until:
-        where.append("created_at < ?")
-        params.append(until)
-    if before_id is not None:
-        where.append("id < ?")
-        params.append(before_id)
-    params.append(limit)
-    return await db.fetchall(
-        f"SELECT * FROM audit_log WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?", params)
+    actions = tuple(actions or ())
+    select = ("SELECT * FROM audit_log WHERE community_did = ? AND json_extract(metadata, '$.outcome') IS 'denied'"
+              if denied else "SELECT * FROM audit_log WHERE community_did = ? AND json_extract(metadata, '$.outcome') IS NULL")
+    return await db.fetchall(*narrowed(
+        select, [community_did],
+        {f"action IN ({', '.join('?' * len(actions))})": actions,
+         "(actor_did = ? OR target_did = ?)": (person, person) if person else None,
+         "created_at >= ?": since or None, "created_at < ?": until or None, "id < ?": before_id},
+        "ORDER BY id DESC LIMIT ?", limit))
 
 
 async def scan_after(db: Reader, after_id: int, limit: int) -> list[Row]:
