@@ -224,6 +224,7 @@ async def test_head_and_body_time_limits_are_kept_per_connection_not_per_request
             self.finish("posted")
 
     srv = Server(tornado.web.Application([(r"/", Slow)]), idle_connection_timeout=0.3, body_timeout=0.3)
+    assert srv.conn_params.header_timeout is None   # no Tornado timer on each request's head
     sock, port = bind_unused_port()
     srv.add_sockets([sock])
 

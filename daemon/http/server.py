@@ -203,6 +203,10 @@ class Server(HTTPServer):
                    **kwargs: Any) -> None:
         # Tornado's own limits are left off: they cost two timers a request (module doc).
         super().initialize(request_callback, **kwargs)
+        if idle_connection_timeout:
+            # The sweep keeps the head's limit; Tornado would also put a timer on every
+            # request's head (an hour, when given none): the head is awaited directly.
+            self.conn_params.header_timeout = None
         self.limits = limits if limits is not None else ConnectionLimits(0, 0)
         self._counted: dict[Any, str] = {}  # stream -> the key it is counted under
         self._accept_log = _Throttled(ACCEPT_LOG_INTERVAL)
