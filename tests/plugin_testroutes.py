@@ -22,7 +22,8 @@ class EchoHandler(BaseHandler):
 
 class PublicEchoHandler(BaseHandler):
     async def post(self) -> None:
-        self.send_json({"size": len(self.json_body(required=False))})
+        self.send_json({"size": len(self.json_body(required=False)), "bytes": len(self.body),
+                        "streamed": self.streams_body})
 
 
 class BoomHandler(BaseHandler):

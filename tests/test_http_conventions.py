@@ -84,6 +84,49 @@ async def test_chunked_body_over_the_limit_is_413(app, client):
     assert resp.code == 413
 
 
+async def test_small_declared_bodies_are_read_whole_the_others_streamed_with_the_same_answers(app, client):
+    """A body declared small (Content-Length within 64 KB and the route's limit) is read
+    whole before the handler starts (no trip round the event loop waiting for it); a
+    chunked one, or a larger one, is streamed, so that one over the limit can be refused
+    unread (test_body_over_the_limit_is_413). The route answers the same either way."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+    from daemon.http.base import DRAIN_LIMIT
+
+    small = b'{"a": 1, "b": "' + b"x" * 100 + b'"}'
+    whole = await client.post("/test/public-echo", body=small, headers={"Content-Type": "application/json"})
+    assert whole.status == 200 and whole.json() == {"size": 2, "bytes": len(small), "streamed": False}
+
+    async def producer(write):
+        for i in range(0, len(small), 10):
+            await write(small[i:i + 10])
+
+    req = HTTPRequest(client.base_url + "/test/public-echo", method="POST", body_producer=producer,
+                      headers={"Content-Type": "application/json"})
+    chunked = await AsyncHTTPClient().fetch(req, raise_error=False)
+    assert chunked.code == 200
+    assert tornado_json(chunked.body) == {"size": 2, "bytes": len(small), "streamed": True}
+
+    # Expect: 100-continue asks to be refused before the body is sent: streamed too
+    req = HTTPRequest(client.base_url + "/test/public-echo", method="POST", body=small, expect_100_continue=True,
+                      headers={"Content-Type": "application/json"})
+    expecting = await AsyncHTTPClient().fetch(req, raise_error=False)
+    assert expecting.code == 200
+    assert tornado_json(expecting.body) == {"size": 2, "bytes": len(small), "streamed": True}
+
+    assert DRAIN_LIMIT <= app.config.server.max_body_bytes   # a body past both limits: test_body_over_the_limit_is_413
+    for chunks in (False, True):   # a refusal is the same JSON error, whichever way the body came
+        req = HTTPRequest(client.base_url + "/test/public-echo", method="POST", headers={"Content-Type": "text/plain"},
+                          **({"body_producer": producer} if chunks else {"body": small}))
+        refused = await AsyncHTTPClient().fetch(req, raise_error=False)
+        assert refused.code == 415 and tornado_json(refused.body)["error"] == "unsupported_media_type"
+
+
+def tornado_json(raw: bytes):
+    import json
+    return json.loads(raw)
+
+
 async def test_unexpected_exception_is_500_json_without_traceback(app, client):
     resp = await client.get("/test/boom")
     body = assert_error(resp, 500, "internal_error")

@@ -87,7 +87,7 @@ async def test_json_without_content_type_or_with_another_json_type_is_415(app, c
         assert resp.status == 200 and resp.json()["count"] == 2, (ctype, resp.text)
     # and an empty body needs no Content-Type where the body is optional
     resp = await client.post("/test/public-echo", body=b"")
-    assert resp.status == 200 and resp.json() == {"size": 0}
+    assert resp.status == 200 and resp.json()["size"] == 0
 
 
 async def test_a_lone_surrogate_is_invalid_json_on_every_route(app, client):

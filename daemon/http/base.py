@@ -3,7 +3,9 @@
 * Errors are JSON ``{"error": "<machine_code>", "message": "<sentence>"}`` (plus
   ``details`` for validation problems), never an HTML page or a traceback.
 * Every response carries ``X-Request-Id``; log lines carry it too.
-* Bodies are streamed and capped (`max_body` per handler class; uploads set their own).
+* Bodies are capped (`max_body` per handler class; uploads set their own). A small body
+  declared by Content-Length is read whole before the handler starts; any other is
+  streamed, so one over the limit is refused before it is read (`BaseHandler.serving_class`).
 * A request refused before its body is read keeps its connection usable: a small body is
   read and thrown away before the refusal is sent; a large, unsized or over-the-limit one
   is not read, and the refusal says ``Connection: close``.
@@ -372,6 +374,9 @@ class RequestLogic:
     read_route: bool = False
 
     principal: Principal | None = None
+    #: Whether the body may still be arriving when `admit` runs (then it checks the
+    #: declared length against the limit); False where it was read whole first.
+    streams_body = True
 
     def start_request(self) -> None:
         self._body = bytearray()
@@ -391,7 +396,7 @@ class RequestLogic:
     # ---------------------------------------------------------------- body
 
     def body_limit(self) -> int:
-        return self.max_body if self.max_body is not None else self.app.config.server.max_body_bytes
+        return self.max_body if self.max_body is not None else self.application.config.server.max_body_bytes
 
     def data_received(self, chunk: bytes) -> None:
         if self._body_too_large or self._refusal is not None:
@@ -439,12 +444,12 @@ class RequestLogic:
             # Tornado would silently turn them into spaces: a value that is not what was sent.
             raise ApiError(400, "invalid_query", "The query string holds a control character "
                                                  "(%00-%1F or %7F), which no parameter takes.")
-        try:
-            length = content_length(self.request.headers.get("Content-Length"))
-        except ValueError:
-            raise ApiError(400, "bad_request", "Content-Length is not a number.") from None
-        if length is not None:
-            if length > self.body_limit():
+        if self.streams_body:  # else it was read whole, within the limit (BaseHandler.serving_class)
+            try:
+                length = content_length(self.request.headers.get("Content-Length"))
+            except ValueError:
+                raise ApiError(400, "bad_request", "Content-Length is not a number.") from None
+            if length is not None and length > self.body_limit():
                 self._body_too_large = True
                 raise self._too_large()
         proven = getattr(self.request, "xrpc_principal", None)
@@ -486,7 +491,7 @@ class RequestLogic:
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
     async def authenticate(self) -> Principal:
-        pending = self.app.authenticators(self)
+        pending = self.application.authenticators(self)
         principal = await pending if pending is not None else None
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())
@@ -517,22 +522,22 @@ class RequestLogic:
 
     def client_ip(self) -> str:
         return client_address(self.request.remote_ip or "", self.request.headers.get("X-Forwarded-For"),
-                              self.app.config.server.trusted_proxies)
+                              self.application.config.server.trusted_proxies)
 
     def apply_rate_limit(self) -> None:
-        limits = self.app.config.rate_limits
+        limits = self.application.config.rate_limits
         decision = None
         scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
         if self.rate_limit in ("auth", "invites"):
             # per client address: sign-in and invites each with their own budget
             bucket = limits.auth if self.rate_limit == "auth" else limits.invites
-            decision = self.app.ratelimiter.hit(f"{self.rate_limit}:{self.client_ip()}", bucket.requests,
+            decision = self.application.ratelimiter.hit(f"{self.rate_limit}:{self.client_ip()}", bucket.requests,
                                                 bucket.window_seconds)
         elif self.principal is not None and self.principal.kind == "app":
             requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
-            decision = self.app.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
+            decision = self.application.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
         elif self.principal is not None and self.principal.kind == "session":
-            decision = self.app.ratelimiter.hit(f"user:{self.principal.did}", limits.session.requests,
+            decision = self.application.ratelimiter.hit(f"user:{self.principal.did}", limits.session.requests,
                                                 limits.session.window_seconds)
         if decision is None:
             return
@@ -639,14 +644,57 @@ class HttpDate:
 
 
 
-@tornado.web.stream_request_body
 class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     """Base for every route served by Tornado's RequestHandler (all but the hottest, see
-    `daemon.http.lean`). Bodies are streamed into `RequestLogic.data_received`."""
+    `daemon.http.lean`). A request is served by the route's class itself when its body is
+    small and declared, and so read whole before the handler starts, or else by the class's
+    streaming twin, whose body is streamed into `RequestLogic.data_received`
+    (`serving_class`)."""
+
+    #: True on a route's streaming twin (`serving_class`).
+    streams_body = False
 
     def initialize(self, **kwargs: Any) -> None:
         self.route_kwargs = kwargs
         self.start_request()  # set_default_headers ran before us
+        if not self.streams_body and self.request.body:
+            self.data_received(self.request.body)  # read whole: it is within the limit
+
+    @classmethod
+    def serving_class(cls, headers: tornado.httputil.HTTPHeaders, default_limit: int) -> type["BaseHandler"]:
+        """The class that serves a request for this route with these headers: the route's
+        own when the body is absent or declared by Content-Length within both
+        `DRAIN_LIMIT` and the route's limit (``max_body``, else `default_limit`), as
+        most API calls are; then Tornado reads it whole and starts the handler once,
+        with no wait for the body in between (Tornado's streaming costs two more trips
+        round the event loop a request, docs/performance.md). Every other request (a
+        chunked, compressed, ``Expect: 100-continue`` or larger body, or a route that
+        computes its limit in `body_limit`, the uploads) goes to the streaming twin:
+        `prepare` runs as soon as the headers arrive, so a body over the limit is refused
+        before it is read. The answers are the same either way: a small body is read
+        before a refusal is sent in both (`refuse_before_body`)."""
+        if "Transfer-Encoding" in headers or "Expect" in headers or "Content-Encoding" in headers \
+                or cls.body_limit is not RequestLogic.body_limit:
+            return cls.streaming_twin()
+        try:
+            length = content_length(headers.get("Content-Length"))
+        except ValueError:
+            return cls.streaming_twin()  # refused (400) by admit, unread
+        if length is None or length <= min(DRAIN_LIMIT, cls.max_body if cls.max_body is not None else default_limit):
+            return cls
+        return cls.streaming_twin()
+
+    @classmethod
+    def streaming_twin(cls) -> type["BaseHandler"]:
+        """This class with its body streamed (Tornado's `stream_request_body`), made once."""
+        twin = cls.__dict__.get("_streaming_twin")
+        if twin is None:
+            twin = tornado.web.stream_request_body(type(cls.__name__, (cls,), {
+                "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
+                "streams_body": True}))
+            twin._streaming_twin = twin
+            cls._streaming_twin = twin
+        return twin
 
     # ---------------------------------------------------------------- plumbing
 
@@ -684,7 +732,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
 
     async def prepare(self) -> None:
         self._counted = True
-        self.app.inflight_started()
+        self.application.inflight_started()
         try:
             await self.admit()
         except Exception as exc:  # noqa: BLE001 - answered below or once the body is read
@@ -717,7 +765,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     def _release(self) -> None:
         if getattr(self, "_counted", False):
             self._counted = False
-            self.app.inflight_finished()
+            self.application.inflight_finished()
 
     # ---------------------------------------------------------------- output
 

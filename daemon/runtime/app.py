@@ -20,7 +20,7 @@ from daemon.http import apidocs
 from daemon.base import Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
-from daemon.http.base import FirstResult, HealthHandler, NotFoundHandler
+from daemon.http.base import BaseHandler, FirstResult, HealthHandler, NotFoundHandler
 from daemon.http.accesslog import AccessLog
 from daemon.http.lean import LeanDelegate, LeanHandler
 from daemon.atproto import proofs
@@ -221,8 +221,7 @@ class Application(tornado.web.Application):
         #: wants itself, instead of racing the daemon's own.
         self.repeat_periodic = True
         self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._draining: asyncio.Event | None = None   # while `drain` waits
         #: Set when the daemon begins to stop, before it waits for in-flight requests:
         #: long-lived answers (long-polls, WebSockets) end at once instead of holding the
         #: drain (`begin_stopping`).
@@ -352,6 +351,14 @@ class Application(tornado.web.Application):
         # routes added later with add_handlers(), then the JSON 404
         return super().find_handler(request, **kwargs)
 
+    def get_handler_delegate(self, request: Any, target_class: Any, target_kwargs: Any = None,
+                             path_args: Any = None, path_kwargs: Any = None) -> Any:
+        """Tornado's, with a `BaseHandler` route served by the class that fits the request's
+        body (`BaseHandler.serving_class`: read whole when small, else streamed)."""
+        if isinstance(target_class, type) and issubclass(target_class, BaseHandler):
+            target_class = target_class.serving_class(request.headers, self.config.server.max_body_bytes)
+        return super().get_handler_delegate(request, target_class, target_kwargs, path_args, path_kwargs)
+
     # ---------------------------------------------------------------- outbound HTTP
 
     @property
@@ -414,13 +421,13 @@ class Application(tornado.web.Application):
 
     def inflight_started(self) -> None:
         self._inflight += 1
-        self._idle.clear()
 
     def inflight_finished(self) -> None:
         self._inflight -= 1
         if self._inflight <= 0:
             self._inflight = 0
-            self._idle.set()
+            if self._draining is not None:
+                self._draining.set()
 
     def begin_stopping(self) -> None:
         """The daemon stops: set `stopping` (SIGTERM, before `drain`; `shutdown` too)."""
@@ -428,8 +435,11 @@ class Application(tornado.web.Application):
 
     async def drain(self, timeout: float) -> bool:
         """Wait until no request is in flight; False if `timeout` passed first."""
+        if self._inflight == 0:
+            return True
+        self._draining = asyncio.Event()   # set by the last request to finish
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self._draining.wait(), timeout)
             return True
         except asyncio.TimeoutError:
             log.warning("%d request(s) still running after %.0f s; stopping anyway",
