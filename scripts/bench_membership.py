@@ -253,6 +253,7 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
 
 
 PATH_METRIC = "commonroom_http_serving_path_total"
+SCENARIO_NAMES = ("bare", "floor", "check", "check-miss", "check-nometrics", "page1", "page900")
 
 
 def serving_paths(port: int) -> dict[str, float]:
@@ -406,10 +407,14 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1, help="load generator processes")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--only", help="run only these scenarios (comma-separated names, e.g. bare,floor,check)")
     parser.add_argument("--stages", action="store_true",
                         help="after the rounds, one pass per scenario sampled with py-spy: CPU µs per "
                              "request by stage (routing, authentication, SQLite, response ...)")
     args = parser.parse_args()
+    unknown = set(args.only.split(",")) - set(SCENARIO_NAMES) if args.only else set()
+    if unknown:
+        parser.error(f"--only: no scenario {', '.join(sorted(unknown))} (there are {', '.join(SCENARIO_NAMES)})")
 
     from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
     from daemon.http.base import encode_cursor
@@ -444,6 +449,8 @@ def main() -> int:
                      ("check-nometrics", plain_port, checks, None),  # metrics off: no counters
                      ("page1", port, page1, port),
                      ("page900", port, page900, port)]
+        if args.only:
+            scenarios = [s for s in scenarios if s[0] in args.only.split(",")]
         measure("warmup", port, checks, 2, 4, 1)
         # Interleaved rounds, so that a burst of load from elsewhere on the machine hits
         # every scenario alike; each scenario's figure is the median of its rounds.
@@ -459,11 +466,9 @@ def main() -> int:
             per_round = sorted(x["rps"] / y["rps"] for x, y in zip(rounds[a], rounds[b]))
             return per_round[len(per_round) // 2]
 
-        paired = {"check/bare": ratio("check", "bare"), "floor/bare": ratio("floor", "bare"),
-                  "check-miss/bare": ratio("check-miss", "bare"),
-                  "check/check-nometrics": ratio("check", "check-nometrics"),
-                  "page1/page900": ratio("page1", "page900"), "page1/bare": ratio("page1", "bare"),
-                  "page900/bare": ratio("page900", "bare")}
+        pairs = [("check", "bare"), ("floor", "bare"), ("check-miss", "bare"), ("check", "check-nometrics"),
+                 ("page1", "page900"), ("page1", "bare"), ("page900", "bare")]
+        paired = {f"{a}/{b}": ratio(a, b) for a, b in pairs if rounds.get(a) and rounds.get(b)}
         results = []
         for name, runs in rounds.items():
             runs.sort(key=lambda x: x["rps"])
@@ -491,14 +496,15 @@ def main() -> int:
         if lost:
             print(f"FAST PATH LOST: not every request of {', '.join(lost)} was answered at once by its lean "
                   f"route: {lost}")
-        print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
-              f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
-              f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
-              f"page900 p50 / page1 p50 = {by['page900']['p50_ms'] / by['page1']['p50_ms']:.2f}; "
-              f"page1 rps / page900 rps = {by['page1']['rps'] / by['page900']['rps']:.2f}")
-        print(f"server CPU per request: bare / check = "
-              f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
-              f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
+        if len(by) == len(SCENARIO_NAMES):   # all of them ran (no --only)
+            print(f"check / bare = {by['check']['rps'] / by['bare']['rps']:.2f}; "
+                  f"floor / bare = {by['floor']['rps'] / by['bare']['rps']:.2f}; "
+                  f"check / floor = {by['check']['rps'] / by['floor']['rps']:.2f}; "
+                  f"page900 p50 / page1 p50 = {by['page900']['p50_ms'] / by['page1']['p50_ms']:.2f}; "
+                  f"page1 rps / page900 rps = {by['page1']['rps'] / by['page900']['rps']:.2f}")
+            print(f"server CPU per request: bare / check = "
+                  f"{by['bare']['server_us_per_request_median'] / by['check']['server_us_per_request_median']:.2f} "
+                  f"(the throughput ratio when the server is the bottleneck, i.e. busy near 100%)")
         print("per-round ratios (median): " + "; ".join(f"{k} = {v:.2f}" for k, v in paired.items()))
         stages: dict[str, dict[str, float]] = {}
         if args.stages:

@@ -40,18 +40,19 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
     not the key, is what an attacker could time), then compared in constant time.
 
-    Valid keys are remembered in a `VersionedCache`, which forgets everything as soon as
-    this daemon commits anything: a key rotated or an app deactivated through the API is
-    refused on the very next request; through the operator CLI (another process), within
-    a second. Refusals are not cached."""
+    Valid keys are remembered in a `VersionedCache` (in memory only, by the key itself: a
+    repeat costs one dict lookup, keyed by Python's per-process seeded string hash, not a
+    SHA-256), which forgets everything as soon as this daemon commits anything: a key
+    rotated or an app deactivated through the API is refused on the very next request;
+    through the operator CLI (another process), within a second. Refusals are not cached."""
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (service.py)
+    version = cache.version(app.db)
+    cached = cache.get(version, key)
+    if cached is not None:
+        return cached
     if not KEY_RE.fullmatch(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
-    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (service.py)
-    version = cache.version(app.db)
-    cached = cache.get(version, digest)
-    if cached is not None:
-        return cached
     row = await AppsTable.by_key_hash(app.db, digest)
     if row is None or not hmac.compare_digest(bytes(row["key_hash"]), digest):
         raise ApiError(401, "invalid_api_key", "The API key is not valid.")
@@ -62,5 +63,5 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
         custom = (int(row["rate_limit_requests"]), float(row["rate_limit_window_seconds"]))
     principal = Principal(kind="app", app_id=row["id"], app_owner_did=row["owner_did"], rate_limit=custom,
                           extra={"app_name": row["name"], "app_domain": row["domain"]})
-    cache.put(version, digest, principal)
+    cache.put(version, key, principal)
     return principal
