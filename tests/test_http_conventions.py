@@ -121,6 +121,21 @@ async def test_small_declared_bodies_are_read_whole_the_others_streamed_with_the
         refused = await AsyncHTTPClient().fetch(req, raise_error=False)
         assert refused.code == 415 and tornado_json(refused.body)["error"] == "unsupported_media_type"
 
+    # Both are the same route in /metrics (the streaming twin counts under its route's name).
+    from prometheus_client.parser import text_string_to_metric_families
+    counts = {frozenset(s.labels.items()): s.value
+              for family in text_string_to_metric_families((await app.metrics.render()).decode())
+              for s in family.samples if s.name == "commonroom_http_requests_total"}
+    route = {"route": "/test/public-echo", "method": "POST"}
+    assert counts[frozenset({**route, "status": "200"}.items())] == 3
+    assert counts[frozenset({**route, "status": "415"}.items())] == 2
+    assert not any(dict(labels).get("route") == "unmatched" for labels in counts)
+
+    # A form post is streamed: Tornado would otherwise parse it before authentication and
+    # answer a malformed one with its own 400 instead of the route's 401.
+    form = await client.post("/test/echo", body=b"x=1", headers={"Content-Type": "multipart/form-data"})
+    assert_error(form, 401, "unauthorized")
+
 
 def tornado_json(raw: bytes):
     import json

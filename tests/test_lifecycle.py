@@ -113,6 +113,31 @@ def test_sigterm_during_a_slow_request_lets_it_finish_then_exits_0(daemon_factor
         urllib.request.urlopen(d.url("/health"), timeout=2)
 
 
+def test_sigterm_while_a_small_body_arrives_answers_it_then_exits_0(daemon_factory):
+    """A small declared body is read whole before its handler starts, so the request is not
+    "in flight" yet while it arrives; the drain still waits for it (the server counts the
+    connections between head and body) instead of closing the connection under it."""
+    d = daemon_factory()
+    d.wait_healthy()
+    body = b'{"padding": "' + b"x" * 200 + b'"}'
+    with socket.create_connection(("127.0.0.1", d.port), timeout=20) as sock:
+        sock.sendall(b"POST /test/public-echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body[:10])
+        time.sleep(0.5)
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        sock.sendall(body[10:])
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["bytes"] == len(body)
+    assert d.proc.wait(30) == 0
+
+
 def test_ready_reaches_the_notify_socket(daemon_factory, tmp_path):
     path = str(tmp_path / "notify.sock")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

@@ -644,6 +644,12 @@ class HttpDate:
 
 
 
+def _is_form(content_type: str | None) -> bool:
+    """Whether Tornado would parse a body of this type into arguments (a form post)."""
+    kind = (content_type or "").lstrip().lower()
+    return kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data"))
+
+
 class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     """Base for every route served by Tornado's RequestHandler (all but the hottest, see
     `daemon.http.lean`). A request is served by the route's class itself when its body is
@@ -653,6 +659,12 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
 
     #: True on a route's streaming twin (`serving_class`).
     streams_body = False
+
+    @classmethod
+    def route_class(cls) -> type["BaseHandler"]:
+        """The class the route table names (for a streaming twin, the class it twins):
+        what metrics and page ownership are keyed by."""
+        return cls.__dict__.get("_twin_of", cls)
 
     def initialize(self, **kwargs: Any) -> None:
         self.route_kwargs = kwargs
@@ -669,12 +681,14 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         with no wait for the body in between (Tornado's streaming costs two more trips
         round the event loop a request, docs/performance.md). Every other request (a
         chunked, compressed, ``Expect: 100-continue`` or larger body, or a route that
-        computes its limit in `body_limit`, the uploads) goes to the streaming twin:
+        computes its limit in `body_limit`, the uploads, and form posts, whose whole body
+        Tornado would parse before `prepare` and refuse malformed with its own 400, before
+        authentication) goes to the streaming twin:
         `prepare` runs as soon as the headers arrive, so a body over the limit is refused
         before it is read. The answers are the same either way: a small body is read
         before a refusal is sent in both (`refuse_before_body`)."""
         if "Transfer-Encoding" in headers or "Expect" in headers or "Content-Encoding" in headers \
-                or cls.body_limit is not RequestLogic.body_limit:
+                or cls.body_limit is not RequestLogic.body_limit or _is_form(headers.get("Content-Type")):
             return cls.streaming_twin()
         try:
             length = content_length(headers.get("Content-Length"))
@@ -691,7 +705,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         if twin is None:
             twin = tornado.web.stream_request_body(type(cls.__name__, (cls,), {
                 "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__,
-                "streams_body": True}))
+                "streams_body": True, "_twin_of": cls}))
             twin._streaming_twin = twin
             cls._streaming_twin = twin
         return twin

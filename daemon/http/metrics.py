@@ -123,10 +123,12 @@ class Metrics:
             return
         method = handler.request.method
         path = getattr(handler, "serving_path", HANDLER_PATH)
-        key = (type(handler), method, status, path)
+        cls = type(handler)
+        key = (cls, method, status, path)
         children = self._children.get(key)
         if children is None:
-            route = self._routes.get(type(handler), UNMATCHED)
+            route_class = getattr(cls, "route_class", None)   # a BaseHandler's streaming twin: its route's
+            route = self._routes.get(route_class() if route_class is not None else cls, UNMATCHED)
             label = method if method in _METHODS else "OTHER"
             children = (self.request_stats.counter(route, label, str(status)), self.request_stats.histogram(route),
                         self.serving_paths.setdefault((route, path), [0]))

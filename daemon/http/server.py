@@ -229,6 +229,11 @@ class Server(HTTPServer):
             self._sweeping = IOLoop.current().call_later(self._sweep_every, self._sweep)
         return _Timed(self._waiting, server_conn, delegate)
 
+    def receiving_bodies(self) -> int:
+        """How many connections have sent a request's head and not yet all its body (the
+        daemon's drain waits for them: their handlers have not started)."""
+        return sum(1 for what, _ in self._waiting.values() if what == _BODY)
+
     def _sweep(self) -> None:
         """Close the connections that waited too long for a head or a body."""
         self._sweeping = None

@@ -433,14 +433,24 @@ class Application(tornado.web.Application):
         """The daemon stops: set `stopping` (SIGTERM, before `drain`; `shutdown` too)."""
         self.stopping.set()
 
-    async def drain(self, timeout: float) -> bool:
-        """Wait until no request is in flight; False if `timeout` passed first."""
-        if self._inflight == 0:
-            return True
-        self._draining = asyncio.Event()   # set by the last request to finish
+    async def drain(self, timeout: float, arriving: Callable[[], int] | None = None) -> bool:
+        """Wait until no request is in flight; False if `timeout` passed first. `arriving`
+        (the server's `Server.receiving_bodies`) counts requests whose head is in and whose
+        body is still coming: a small body is read whole before its handler starts, so such a
+        request is not in flight yet, but it will be."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
-            await asyncio.wait_for(self._draining.wait(), timeout)
-            return True
+            while True:
+                if self._inflight:
+                    self._draining = asyncio.Event()   # set by the last request to finish
+                    await asyncio.wait_for(self._draining.wait(), max(0.0, deadline - loop.time()))
+                elif arriving is not None and arriving():
+                    if loop.time() >= deadline:
+                        raise asyncio.TimeoutError
+                    await asyncio.sleep(0.02)   # its body is on the way (bounded by body_timeout)
+                else:
+                    return True
         except asyncio.TimeoutError:
             log.warning("%d request(s) still running after %.0f s; stopping anyway",
                         self._inflight, timeout)

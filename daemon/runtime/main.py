@@ -167,7 +167,7 @@ async def _serve(config: Any, pm: Any) -> int:
     notify("STOPPING=1")
     server.stop()
     app.begin_stopping()  # long-polls answer and WebSockets close (1001) now, not at the timeout
-    await app.drain(srv.shutdown_timeout_seconds)
+    await app.drain(srv.shutdown_timeout_seconds, server.receiving_bodies)
     try:
         await asyncio.wait_for(server.close_all_connections(), 2.0)
     except asyncio.TimeoutError:

@@ -180,7 +180,7 @@ class PageHandler(BaseHandler):
         """Answer with `template` of this plugin's folder in the site's layout."""
         if not self.plugin:
             raise TypeError(f"{type(self).__name__} sets no `plugin`: whose templates would it render?")
-        owner = self.app.page_plugins.get(type(self))
+        owner = self.app.page_plugins.get(type(self).route_class())
         if owner is not None and self.plugin != owner:   # `plugin` changed after start-up
             raise PageNameError(f"{type(self).__name__} is a page of the plugin {owner!r}: it renders no "
                                 f"templates of {self.plugin!r}")
