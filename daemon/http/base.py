@@ -161,6 +161,23 @@ def strict_json_loads(text: str | bytes) -> Any:
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
 
 
+def small_body_length(headers: Any) -> int | None:
+    """The length of a request's body when it is small and declared: none (0) or a valid
+    ``Content-Length`` within `DRAIN_LIMIT`, not chunked (no ``Transfer-Encoding``) and not
+    held back by the client (``Expect: 100-continue`` asks to be refused unread); else None.
+    Such a body may be read before the request is judged (`RequestLogic.can_drain_body`,
+    `BaseHandler.serving_class`)."""
+    if "Transfer-Encoding" in headers or headers.get("Expect", "").lower() == "100-continue":
+        return None
+    try:
+        length = content_length(headers.get("Content-Length"))
+    except ValueError:
+        return None
+    if length is None:
+        return 0
+    return length if length <= DRAIN_LIMIT else None
+
+
 def content_length(value: str | None) -> int | None:
     """The Content-Length header's value; None when absent. Raises ValueError when it is
     not a number HTTP allows."""
@@ -422,16 +439,7 @@ class RequestLogic:
         thrown away (keeping the connection) rather than left unread (closing it): only a
         body that is within the limit, declared small, and not held back by the client
         (``Expect: 100-continue`` asks the server to refuse without reading it)."""
-        headers = self.request.headers
-        if self._body_too_large or headers.get("Expect", "").lower() == "100-continue":
-            return False
-        if "chunked" in headers.get("Transfer-Encoding", "").lower():
-            return False
-        try:
-            length = content_length(headers.get("Content-Length"))
-        except ValueError:
-            return False
-        return length is None or length <= DRAIN_LIMIT
+        return not self._body_too_large and small_body_length(self.request.headers) is not None
 
     async def admit(self) -> None:
         """Everything before the route's method: query, body size, credentials, CSRF, rate limit.
@@ -669,8 +677,8 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     def initialize(self, **kwargs: Any) -> None:
         self.route_kwargs = kwargs
         self.start_request()  # set_default_headers ran before us
-        if not self.streams_body and self.request.body:
-            self.data_received(self.request.body)  # read whole: it is within the limit
+        if not self.streams_body:
+            self._body = self.request.body  # read whole, within the limit (`serving_class`): not copied
 
     @classmethod
     def serving_class(cls, headers: tornado.httputil.HTTPHeaders, default_limit: int) -> type["BaseHandler"]:
@@ -687,16 +695,13 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         `prepare` runs as soon as the headers arrive, so a body over the limit is refused
         before it is read. The answers are the same either way: a small body is read
         before a refusal is sent in both (`refuse_before_body`)."""
-        if "Transfer-Encoding" in headers or "Expect" in headers or "Content-Encoding" in headers \
-                or cls.body_limit is not RequestLogic.body_limit or _is_form(headers.get("Content-Type")):
+        if "Content-Encoding" in headers or cls.body_limit is not RequestLogic.body_limit \
+                or _is_form(headers.get("Content-Type")):
             return cls.streaming_twin()
-        try:
-            length = content_length(headers.get("Content-Length"))
-        except ValueError:
-            return cls.streaming_twin()  # refused (400) by admit, unread
-        if length is None or length <= min(DRAIN_LIMIT, cls.max_body if cls.max_body is not None else default_limit):
-            return cls
-        return cls.streaming_twin()
+        length = small_body_length(headers)   # None: chunked, held back, unreadable or large
+        if length is None or length > (cls.max_body if cls.max_body is not None else default_limit):
+            return cls.streaming_twin()
+        return cls
 
     @classmethod
     def streaming_twin(cls) -> type["BaseHandler"]:
