@@ -71,8 +71,9 @@ def role_json(name: str, role: dict[str, Any] | None = None,
 
 async def list_roles(app: "Application", community: Row) -> dict[str, Any]:
     defs, _ = await _state(app.db, community["did"])
+    listed = catalogue(app)
     return {"communityDid": community["did"],
-            "roles": [role_json(n, listed=catalogue(app)) for n in BUILTIN]
+            "roles": [role_json(n, listed=listed) for n in BUILTIN]
             + [role_json(n, r) for n, r in defs.items()]}
 
 

@@ -512,17 +512,11 @@ async def lift_tx(tx: Transaction, community_did: str, member_did: str, now: str
 async def list_bans(db: Reader, community_did: str, now: str, *, limit: int,
                     before_id: int | None) -> list[Row]:
     """Bans in force, newest first, with the cached profile of each user; keyset on `id`."""
-    params: list[Any] = [community_did, now]
-    extra = ""
-    if before_id is not None:
-        extra = "AND b.id < ? "
-        params.append(before_id)
-    params.append(limit)
-    return await db.fetchall(
+    return await db.fetchall(*narrowed(
         "SELECT b.*, p.handle, p.display_name FROM community_bans b "
         "LEFT JOIN user_profiles p ON p.did = b.member_did "
-        f"WHERE b.community_did = ? AND (b.expires_at IS NULL OR b.expires_at > ?) {extra}"
-        "ORDER BY b.id DESC LIMIT ?", params)
+        "WHERE b.community_did = ? AND (b.expires_at IS NULL OR b.expires_at > ?)", [community_did, now],
+        {"b.id < ?": before_id}, "ORDER BY b.id DESC LIMIT ?", limit))
 
 
 # ==================================================================
@@ -549,14 +543,8 @@ async def get_invite(reader: Reader, *, code_hash: str | None = None,
 
 async def list_invites(db: Reader, community_did: str, *, limit: int, before_id: int | None) -> list[Row]:
     """Newest first, keyset on `id` (revoked and used-up ones included)."""
-    params: list[Any] = [community_did]
-    extra = ""
-    if before_id is not None:
-        extra = "AND id < ? "
-        params.append(before_id)
-    params.append(limit)
-    return await db.fetchall(
-        f"SELECT * FROM community_invites WHERE community_did = ? {extra}ORDER BY id DESC LIMIT ?", params)
+    return await db.fetchall(*narrowed("SELECT * FROM community_invites WHERE community_did = ?", [community_did],
+                                       {"id < ?": before_id}, "ORDER BY id DESC LIMIT ?", limit))
 
 
 async def claim_use_tx(tx: Transaction, invite_id: int, now: str) -> bool:
