@@ -29,8 +29,8 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from types import MappingProxyType, SimpleNamespace
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import tornado.web
 
@@ -167,7 +167,8 @@ def small_body_length(headers: Any) -> int | None:
     held back by the client (``Expect: 100-continue`` asks to be refused unread); else None.
     Such a body may be read before the request is judged (`RequestLogic.can_drain_body`,
     `BaseHandler.serving_class`)."""
-    if "Transfer-Encoding" in headers or headers.get("Expect", "").lower() == "100-continue":
+    # `in` before reading a header: HTTPHeaders.get raises and catches a KeyError when it is absent
+    if "Transfer-Encoding" in headers or "Expect" in headers and headers["Expect"].lower() == "100-continue":
         return None
     try:
         length = content_length(headers.get("Content-Length"))
@@ -355,6 +356,8 @@ class FirstResult:
 
 # ------------------------------------------------------------------ request logic
 
+_ASK = object()   # `RequestLogic.authenticate`: ask the cr_authenticate hook
+
 
 class RequestLogic:
     """What every route does around its method, however it is served: request id, capped
@@ -395,14 +398,20 @@ class RequestLogic:
     #: declared length against the limit); False where it was read whole first.
     streams_body = True
 
+    # A request's state, defaults here and set on the instance only when it changes.
+    _body_too_large = False
+    _refusal: BaseException | None = None   # answered once the body is read
+    close_connection = False                # say Connection: close, then close
+    _extra_headers: Mapping[str, str] = MappingProxyType({})  # put back after `clear`
+    _body: bytes | bytearray = b""          # the serving class sets it
+
     def start_request(self) -> None:
-        self._body = bytearray()
-        self._body_too_large = False
-        self._refusal: BaseException | None = None   # answered once the body is read
-        self.close_connection = False                 # say Connection: close, then close
-        self._extra_headers: dict[str, str] = {}
-        incoming = self.request.headers.get("X-Request-Id", "")
-        self.request_id = incoming if _REQUEST_ID_RE.fullmatch(incoming) else self.application.new_request_id()
+        """The request id (the client's when it sent a usable one), set on the response and
+        on every log line of the request. The body's buffer is the serving class's."""
+        headers = self.request.headers
+        incoming = headers["X-Request-Id"] if "X-Request-Id" in headers else None
+        self.request_id = incoming if incoming and _REQUEST_ID_RE.fullmatch(incoming) \
+            else self.application.new_request_id()
         request_id_var.set(self.request_id)
         self.put_header("X-Request-Id", self.request_id)
 
@@ -466,7 +475,8 @@ class RequestLogic:
             # no cookie, no CSRF token; rate limited per user as a browser session is
             self.principal = proven
         elif self.auth is not None:
-            self.principal = await self.authenticate_throttled()
+            claimed = self.application.authenticators(self)   # a Principal known already: no await
+            self.principal = claimed if isinstance(claimed, Principal) else await self.authenticate_throttled(claimed)
             self.check_principal_kind()
             if self.principal.kind == "session" and self.request.method in STATE_CHANGING:
                 self.check_csrf()
@@ -474,13 +484,13 @@ class RequestLogic:
 
     # ---------------------------------------------------------------- auth
 
-    async def authenticate_throttled(self) -> Principal:
+    async def authenticate_throttled(self, claimed: Any = _ASK) -> Principal:
         """`authenticate`, counting failures per client address: past the budget
         (`rate_limits.failed_auth`) a bad credential gets 429 instead of 401. Valid
         credentials always pass, so one broken client cannot lock out others behind
         the same address."""
         try:
-            return await self.authenticate()
+            return await self.authenticate(claimed)
         except ApiError as exc:
             if exc.status == 401 and self._presented_credentials():
                 limits = self.app.config.rate_limits.failed_auth
@@ -498,9 +508,13 @@ class RequestLogic:
     def _presented_credentials(self) -> bool:
         return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
 
-    async def authenticate(self) -> Principal:
-        pending = self.application.authenticators(self)
-        principal = await pending if pending is not None else None
+    async def authenticate(self, claimed: Any = _ASK) -> Principal:
+        """The request's principal, or 401. `claimed` is what the ``cr_authenticate`` hook
+        answered, when the caller asked it already: None (no plugin's credential), a
+        `Principal`, or an awaitable of one."""
+        if claimed is _ASK:
+            claimed = self.application.authenticators(self)
+        principal = claimed if claimed is None or isinstance(claimed, Principal) else await claimed
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())
         return principal
@@ -533,28 +547,35 @@ class RequestLogic:
                               self.application.config.server.trusted_proxies)
 
     def apply_rate_limit(self) -> None:
-        limits = self.application.config.rate_limits
-        decision = None
-        scope = self.rate_limit or (self.principal.kind if self.principal is not None else "")
-        if self.rate_limit in ("auth", "invites"):
-            # per client address: sign-in and invites each with their own budget
-            bucket = limits.auth if self.rate_limit == "auth" else limits.invites
-            decision = self.application.ratelimiter.hit(f"{self.rate_limit}:{self.client_ip()}", bucket.requests,
-                                                bucket.window_seconds)
-        elif self.principal is not None and self.principal.kind == "app":
-            requests, window = self.principal.rate_limit or (limits.api.requests, limits.api.window_seconds)
-            decision = self.application.ratelimiter.hit(f"app:{self.principal.app_id}", requests, window)
-        elif self.principal is not None and self.principal.kind == "session":
-            decision = self.application.ratelimiter.hit(f"user:{self.principal.did}", limits.session.requests,
-                                                limits.session.window_seconds)
-        if decision is None:
+        """One request taken from its budget: per client address on sign-in and invite
+        routes (their own budgets), else per app or per signed-in user; 429 when none is
+        left. The RateLimit-* headers say what is left, on every answer."""
+        rate_limit, principal = self.rate_limit, self.principal
+        if rate_limit == "auth" or rate_limit == "invites":
+            limits = self.application.config.rate_limits
+            bucket = limits.auth if rate_limit == "auth" else limits.invites
+            decision = self.application.ratelimiter.hit(f"{rate_limit}:{self.client_ip()}", bucket.requests,
+                                                        bucket.window_seconds)
+        elif principal is None:
             return
-        headers = decision.headers()
-        self._extra_headers = headers
+        elif principal.kind == "app":
+            if principal.rate_limit is not None:
+                requests, window = principal.rate_limit
+            else:
+                api = self.application.config.rate_limits.api
+                requests, window = api.requests, api.window_seconds
+            decision = self.application.ratelimiter.hit(f"app:{principal.app_id}", requests, window)
+        elif principal.kind == "session":
+            session = self.application.config.rate_limits.session
+            decision = self.application.ratelimiter.hit(f"user:{principal.did}", session.requests,
+                                                        session.window_seconds)
+        else:
+            return
+        self._extra_headers = headers = decision.headers()
         for k, v in headers.items():
             self.put_header(k, v)
         if not decision.allowed:
-            self.app.metrics.record_rate_limited(scope)
+            self.app.metrics.record_rate_limited(rate_limit or (principal.kind if principal is not None else ""))
             raise ApiError(429, "rate_limited",
                            f"Too many requests; try again in {decision.retry_after_seconds} s.",
                            details={"retryAfter": decision.retry_after_seconds})
@@ -677,8 +698,8 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     def initialize(self, **kwargs: Any) -> None:
         self.route_kwargs = kwargs
         self.start_request()  # set_default_headers ran before us
-        if not self.streams_body:
-            self._body = self.request.body  # read whole, within the limit (`serving_class`): not copied
+        # read whole, within the limit (`serving_class`): not copied; else streamed in
+        self._body = bytearray() if self.streams_body else self.request.body
 
     @classmethod
     def serving_class(cls, headers: tornado.httputil.HTTPHeaders, default_limit: int) -> type["BaseHandler"]:
@@ -696,7 +717,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         before it is read. The answers are the same either way: a small body is read
         before a refusal is sent in both (`refuse_before_body`)."""
         if "Content-Encoding" in headers or cls.body_limit is not RequestLogic.body_limit \
-                or _is_form(headers.get("Content-Type")):
+                or "Content-Type" in headers and _is_form(headers["Content-Type"]):
             return cls.streaming_twin()
         length = small_body_length(headers)   # None: chunked, held back, unreadable or large
         if length is None or length > (cls.max_body if cls.max_body is not None else default_limit):
@@ -738,8 +759,7 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
     def set_default_headers(self) -> None:
         # Runs in __init__ (before initialize) and again when an error response clears the
         # headers: then the request id and rate-limit headers must be put back.
-        headers = self._headers
-        headers["Server"] = SERVER_HEADER
+        headers = self._headers   # `clear` made them, with Server, Content-Type and Date
         headers["Cache-Control"] = "no-store"
         headers["X-Content-Type-Options"] = "nosniff"
         if hasattr(self, "request_id"):
@@ -796,6 +816,9 @@ class BaseHandler(RequestLogic, tornado.web.RequestHandler):
         if status != 200:
             self.set_status(status)
         self.put_header("Content-Type", _JSON_CT)
+        if status != 200 or self.request.method not in ("GET", "HEAD"):
+            # what Tornado's finish would count; a 200 to a GET may become a 304 there, with none
+            self.put_header("Content-Length", str(len(body)))
         self.finish(body)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:

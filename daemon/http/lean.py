@@ -87,6 +87,7 @@ class LeanHandler(RequestLogic):
         self._headers = httputil.HTTPHeaders()
         self._headers["Cache-Control"] = "no-store"
         self._headers["X-Content-Type-Options"] = "nosniff"
+        self._body = bytearray()
         self.start_request()
 
     # ---------------------------------------------------------------- what RequestLogic needs

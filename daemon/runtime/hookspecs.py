@@ -191,9 +191,11 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
         ``handler.request`` (headers, ``remote_ip``, method, path), ``handler.get_cookie(name)``
         and ``handler.app``.
     :return: None if the request does not carry this plugin's kind of credential (another
-        plugin may claim it); otherwise an awaitable that resolves to a
-        `daemon.http.base.Principal`, or raises `daemon.http.base.ApiError` (401) when the credential
-        is present but invalid. Must be a plain ``def`` (see the module docstring).
+        plugin may claim it); the `daemon.http.base.Principal` when the plugin knows it at
+        once (a credential it checked recently, from its cache: the request goes on without
+        a coroutine); otherwise an awaitable that resolves to a `daemon.http.base.Principal`,
+        or raises `daemon.http.base.ApiError` (401) when the credential is present but
+        invalid. Must be a plain ``def`` (see the module docstring).
     """
 
 

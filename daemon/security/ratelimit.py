@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from daemon.base import Clock
 
 
-@dataclass
+@dataclass(slots=True)
 class _Bucket:
     tokens: float
     updated: float
@@ -38,14 +38,15 @@ class Decision:
         self.retry_after_seconds = retry_after_seconds  # until the next request would pass
 
     def headers(self) -> dict[str, str]:
-        out = {
-            "RateLimit-Limit": str(self.limit),
-            "RateLimit-Remaining": str(self.remaining),
-            "RateLimit-Reset": str(self.reset_seconds),
-        }
+        out = {"RateLimit-Limit": str(self.limit), "RateLimit-Remaining": str(self.remaining),
+               "RateLimit-Reset": str(self.reset_seconds)}
         if not self.allowed:
             out["Retry-After"] = str(self.retry_after_seconds)
         return out
+
+
+#: Every this many hits, buckets that have refilled are dropped (`RateLimiter.sweep`).
+SWEEP_EVERY = 1024
 
 
 class RateLimiter:
@@ -53,7 +54,7 @@ class RateLimiter:
         self._clock = clock
         self._max_keys = max_keys
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._ops = 0
+        self._until_sweep = SWEEP_EVERY
 
     def __len__(self) -> int:
         return len(self._buckets)
@@ -62,23 +63,29 @@ class RateLimiter:
         """Take one token from `key`'s bucket if there is one."""
         now = self._clock.monotonic()
         rate = limit / window
-        bucket = self._buckets.get(key)
-        if bucket is None or bucket.limit != limit or bucket.window != window:
-            bucket = _Bucket(float(limit), now, limit, window)
-            self._buckets[key] = bucket
-        else:
-            bucket.tokens = min(float(limit), bucket.tokens + (now - bucket.updated) * rate)
+        buckets = self._buckets
+        bucket = buckets.get(key)
+        if bucket is not None and bucket.limit == limit and bucket.window == window:
+            tokens = bucket.tokens + (now - bucket.updated) * rate
+            if tokens > limit:
+                tokens = float(limit)
             bucket.updated = now
-            self._buckets.move_to_end(key)
-        allowed = bucket.tokens >= 1.0
+            buckets.move_to_end(key)
+        else:   # a new key, or its budget changed: a full bucket
+            tokens = float(limit)
+            bucket = buckets[key] = _Bucket(tokens, now, limit, window)
+            if len(buckets) > self._max_keys:
+                self.sweep()
+        allowed = tokens >= 1.0
         if allowed:
-            bucket.tokens -= 1.0
-        reset = math.ceil((limit - bucket.tokens) / rate) if bucket.tokens < limit else 0
-        retry = 0 if allowed else max(1, math.ceil((1.0 - bucket.tokens) / rate))
-        self._ops += 1
-        if self._ops % 1024 == 0 or len(self._buckets) > self._max_keys:
+            tokens -= 1.0
+        bucket.tokens = tokens
+        self._until_sweep -= 1
+        if not self._until_sweep:
+            self._until_sweep = SWEEP_EVERY
             self.sweep()
-        return Decision(allowed, limit, int(bucket.tokens), reset, retry)
+        return Decision(allowed, limit, int(tokens), math.ceil((limit - tokens) / rate) if tokens < limit else 0,
+                        0 if allowed else max(1, math.ceil((1.0 - tokens) / rate)))
 
     def sweep(self) -> int:
         """Drop buckets that have refilled completely, then the oldest beyond the cap."""

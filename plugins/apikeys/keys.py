@@ -33,10 +33,14 @@ def cr_authenticate(handler: Any) -> Any:
     key = handler.request.headers.get("X-Api-Key")
     if key is None:
         return None
-    return authenticate_api_key(handler.app, key)
+    app = handler.app
+    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (service.py)
+    version = cache.version(app.db)
+    known = cache.get(version, key)
+    return known if known is not None else authenticate_api_key(app, key, version)
 
 
-async def authenticate_api_key(app: Any, key: str) -> Principal:
+async def authenticate_api_key(app: Any, key: str, version: Any) -> Principal:
     """The app owning `key`, or 401. Looked up by SHA-256 through a unique index (the hash,
     not the key, is what an attacker could time), then compared in constant time.
 
@@ -44,12 +48,10 @@ async def authenticate_api_key(app: Any, key: str) -> Principal:
     repeat costs one dict lookup, keyed by Python's per-process seeded string hash, not a
     SHA-256), which forgets everything as soon as this daemon commits anything: a key
     rotated or an app deactivated through the API is refused on the very next request;
-    through the operator CLI (another process), within a second. Refusals are not cached."""
-    cache: VersionedCache = app.apps.key_cache  # this plugin's own service object (service.py)
-    version = cache.version(app.db)
-    cached = cache.get(version, key)
-    if cached is not None:
-        return cached
+    through the operator CLI (another process), within a second. Refusals are not cached.
+    `cr_authenticate` answers a remembered key itself, with no coroutine; `version` is the
+    cache's version it read (`VersionedCache.version`)."""
+    cache: VersionedCache = app.apps.key_cache
     if not KEY_RE.fullmatch(key):
         raise ApiError(401, "invalid_api_key", "The API key is malformed.")
     digest = hash_key(key)
