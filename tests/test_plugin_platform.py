@@ -10,8 +10,8 @@ from typing import Any, Protocol
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import (STRING, Actor, ApiError, Capability, CommunitiesService, ConfigError, EventKind, FakeClock,
-                           check_range, emit_tx, hookimpl, obj)
+from daemon.plugin import (STRING, Actor, ApiError, BaseHandler, Capability, CommunitiesService, ConfigError, EventKind,
+                           FakeClock, Principal, check_range, emit_tx, hookimpl, obj, operation)
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError, collect
 from daemon.runtime.plugins import build_plugin_manager
@@ -409,3 +409,49 @@ async def test_the_reads_the_routes_and_pages_share_answer_plain_values(app, cli
     assert await communities.audit_log(row, limit=20, before_id=None, action="member.joined") == {"entries": []}
     fields = await communities.create_fields({"displayName": "Made elsewhere"})
     assert fields["type"] == app.config.plugin("communities").default_type
+
+
+# ------------------------------------------------------------------ authentication
+
+
+class TokenAuth:
+    """An outside plugin's own credential (an ``X-Test-Token`` header): a token it knows is
+    answered at once with the `Principal`, one it must look up through a coroutine."""
+
+    @hookimpl
+    def cr_authenticate(self, handler: Any) -> Any:
+        token = handler.request.headers.get("X-Test-Token")
+        if token is None:
+            return None
+        if token == "known":
+            return Principal(kind="session", did="did:plc:knownperson")
+
+        async def look_up() -> Principal:
+            if token == "stored":
+                return Principal(kind="session", did="did:plc:storedperson")
+            raise ApiError(401, "invalid_token", "The test token is not valid.")
+        return look_up()
+
+    @hookimpl
+    def cr_routes(self, app: Any) -> list[tuple]:
+        return [(r"/test/whoami", WhoAmI)]
+
+
+class WhoAmI(BaseHandler):
+    auth = "session"
+
+    @operation("test: who the request is from", responses={200: obj({"did": STRING})})
+    async def get(self) -> None:
+        self.send_json({"did": self.principal.did})
+
+
+@pytest.mark.parametrize("extra_plugins", [(TokenAuth(),)])
+async def test_a_plugin_may_answer_a_credential_it_knows_at_once_or_through_a_coroutine(app, client):
+    known = await client.get("/test/whoami", headers={"X-Test-Token": "known"})
+    assert known.status == 200 and known.json() == {"did": "did:plc:knownperson"}
+    assert known.headers["RateLimit-Limit"] == str(app.config.rate_limits.session.requests)
+    stored = await client.get("/test/whoami", headers={"X-Test-Token": "stored"})
+    assert stored.status == 200 and stored.json() == {"did": "did:plc:storedperson"}
+    wrong = await client.get("/test/whoami", headers={"X-Test-Token": "wrong"})
+    assert wrong.status == 401 and wrong.json()["error"] == "invalid_token"
+    assert (await client.get("/test/whoami")).status == 401
