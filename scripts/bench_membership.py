@@ -36,6 +36,10 @@ rate limit, JSON body, SQLite read, the route's own work, the response, metrics 
 log).
 
     .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16] [--stages]
+
+Rates on a shared machine spread by ±5 % from run to run: for a change of a few per cent,
+`scripts/bytecodes_per_request.py` counts the Python bytecodes these scenarios cost the
+server, exactly.
 """
 
 from __future__ import annotations
