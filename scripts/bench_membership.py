@@ -327,7 +327,7 @@ STAGES = {
     "Application.find_handler": "routing",
     "LeanDelegate.__init__": "handler set-up", "LeanHandler.__init__": "handler set-up",
     "RequestHandler.__init__": "handler set-up", "RequestLogic.start_request": "handler set-up",
-    "RequestLogic.authenticate_throttled": "authentication",
+    "RequestLogic.authenticate_throttled": "authentication", "RequestLogic.claim_credentials": "authentication",
     "RequestLogic.apply_rate_limit": "rate limit",
     "RequestLogic.json_body": "JSON body",
     "Database.fetchone_now": "SQLite read", "Database.fetchone": "SQLite read",

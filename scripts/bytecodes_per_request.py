@@ -2,15 +2,18 @@
 """Count the Python bytecodes the server executes per request, by function: a measure of
 per-request work that does not depend on how busy the machine is.
 
-`scripts/bench_membership.py` times its scenarios, and on a shared 2-vCPU machine its
-rounds spread ±20 %: a change of a few per cent in the floor's cost cannot be seen there.
-This script serves the same scenarios from the same server (`bench_membership.build`, the
-same seeded state, the same request bytes) and counts, with `sys.settrace` and
-``f_trace_opcodes``, every bytecode the server process runs for 1,000 requests on one
-keep-alive connection after a warm-up. The count is exact and repeatable; the interpreter's
-time per request follows it closely (docs/performance.md, "Bytecodes per request"), though
-not exactly: C calls (a regular expression, the JSON codec, a dict lookup) count as one
-bytecode each, and tracing makes the run ~50× slower than the real thing.
+`scripts/bench_membership.py` times its scenarios, and on a shared 2-vCPU machine the
+median of a run moves by ±5 % from one run to the next (single rounds by far more): a
+change of a few per cent in the floor's cost cannot be seen there. This script serves the
+same scenarios from the same server (`bench_membership.build`, the same seeded state, the
+same request bytes) and counts, with `sys.settrace` and ``f_trace_opcodes``, every bytecode
+the server's event-loop thread runs for 1,000 requests on one keep-alive connection after a
+warm-up. The count is repeatable to a few bytecodes a request; the interpreter's time per
+request follows it closely (docs/performance.md, "Bytecodes per request"), though not
+exactly: a C call (a regular expression, the JSON codec, a dict lookup) counts as one
+bytecode, other threads are not traced (aiosqlite's, which runs the SQLite reads of
+``page1``), and the server's timers and background tasks that fire during the counted
+requests (tracing makes them ~50× slower) are counted with them.
 
     .venv/bin/python scripts/bytecodes_per_request.py [--scenarios bare,floor,check] [--requests 1000] [--top 40]
 

@@ -425,6 +425,8 @@ class TokenAuth:
             return None
         if token == "known":
             return Principal(kind="session", did="did:plc:knownperson")
+        if token == "refused-now":
+            raise ApiError(401, "invalid_token", "The test token is not valid.")
 
         async def look_up() -> Principal:
             if token == "stored":
@@ -455,3 +457,13 @@ async def test_a_plugin_may_answer_a_credential_it_knows_at_once_or_through_a_co
     wrong = await client.get("/test/whoami", headers={"X-Test-Token": "wrong"})
     assert wrong.status == 401 and wrong.json()["error"] == "invalid_token"
     assert (await client.get("/test/whoami")).status == 401
+
+
+@pytest.mark.parametrize("extra_plugins", [(TokenAuth(),)])
+async def test_a_credential_a_plugin_refuses_at_once_counts_towards_the_failed_auth_budget(app, client):
+    budget = app.config.rate_limits.failed_auth.requests
+    answers = []
+    for token in ["refused-now", "wrong"] * ((budget + 2) // 2):
+        answers.append((await client.get("/test/whoami", headers={"X-Test-Token": token})).status)
+    assert answers[:budget] == [401] * budget and set(answers[budget:]) == {429}
+    assert (await client.get("/test/whoami", headers={"X-Test-Token": "known"})).status == 200

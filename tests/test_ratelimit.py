@@ -105,6 +105,17 @@ def test_idle_buckets_are_evicted_and_keys_are_capped():
     assert len(limiter) <= 50
 
 
+def test_at_the_cap_a_new_key_is_still_limited_and_the_least_recent_key_makes_room():
+    clock = FakeClock()
+    limiter = RateLimiter(clock, max_keys=3)
+    for key in ("a", "b", "c"):
+        limiter.hit(key, 5, 60)            # three keys in use, none refilled
+    allowed = [limiter.hit("newcomer", 5, 60).allowed for _ in range(20)]
+    assert allowed == [True] * 5 + [False] * 15
+    assert len(limiter) == 3 and not limiter.hit("newcomer", 5, 60).allowed
+    assert limiter.hit("a", 5, 60).remaining == 4   # "a" was the least recent: evicted, a fresh bucket
+
+
 def test_bucket_refills_gradually():
     clock = FakeClock()
     limiter = RateLimiter(clock)

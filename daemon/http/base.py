@@ -475,7 +475,7 @@ class RequestLogic:
             # no cookie, no CSRF token; rate limited per user as a browser session is
             self.principal = proven
         elif self.auth is not None:
-            claimed = self.application.authenticators(self)   # a Principal known already: no await
+            claimed = self.claim_credentials()   # a Principal known already: no await
             self.principal = claimed if isinstance(claimed, Principal) else await self.authenticate_throttled(claimed)
             self.check_principal_kind()
             if self.principal.kind == "session" and self.request.method in STATE_CHANGING:
@@ -486,13 +486,15 @@ class RequestLogic:
 
     async def authenticate_throttled(self, claimed: Any = _ASK) -> Principal:
         """`authenticate`, counting failures per client address: past the budget
-        (`rate_limits.failed_auth`) a bad credential gets 429 instead of 401. Valid
-        credentials always pass, so one broken client cannot lock out others behind
-        the same address."""
+        (`rate_limits.failed_auth`) a credential that a plugin claimed and refused gets 429
+        instead of 401, whichever plugin's it is. Valid credentials always pass, so one
+        broken client cannot lock out others behind the same address."""
+        if claimed is _ASK:
+            claimed = self.claim_credentials()
         try:
             return await self.authenticate(claimed)
         except ApiError as exc:
-            if exc.status == 401 and self._presented_credentials():
+            if exc.status == 401 and claimed is not None:   # a credential was presented, and refused
                 limits = self.app.config.rate_limits.failed_auth
                 decision = self.app.ratelimiter.hit(f"authfail:{self.client_ip()}", limits.requests,
                                                     limits.window_seconds)
@@ -505,15 +507,23 @@ class RequestLogic:
                                    headers=decision.headers()) from None
             raise
 
-    def _presented_credentials(self) -> bool:
-        return bool(self.request.headers.get("X-Api-Key") or self.get_cookie(SID_COOKIE))
+    def claim_credentials(self) -> Any:
+        """What the ``cr_authenticate`` hook answers for this request: None (no plugin's
+        credential), the `Principal` (known at once), an awaitable of one, or the
+        `ApiError` a plugin raised at once (refused, and counted, by `authenticate_throttled`)."""
+        try:
+            return self.application.authenticators(self)
+        except ApiError as exc:
+            return exc
 
     async def authenticate(self, claimed: Any = _ASK) -> Principal:
-        """The request's principal, or 401. `claimed` is what the ``cr_authenticate`` hook
-        answered, when the caller asked it already: None (no plugin's credential), a
-        `Principal`, or an awaitable of one."""
+        """The request's principal, or 401. `claimed` is `claim_credentials`'s answer when
+        the caller asked already (`admit` does, to go on without a coroutine for a
+        `Principal`); else the hook is asked here."""
         if claimed is _ASK:
-            claimed = self.application.authenticators(self)
+            claimed = self.claim_credentials()
+        if isinstance(claimed, ApiError):
+            raise claimed
         principal = claimed if claimed is None or isinstance(claimed, Principal) else await claimed
         if principal is None:
             raise ApiError(401, "unauthorized", self._credentials_hint())

@@ -14,7 +14,9 @@ returns a coroutine object, which is never None. The rules are:
   order pluggy returns them (see `daemon.runtime.app.call_hook`). ``async def`` is fine.
 * **First-result hooks** (`cr_authenticate`, `cr_user_repo`): the implementation must decide
   *synchronously* whether the request is its kind of credential. It returns None to pass,
-  or an awaitable that completes the check. An ``async def`` implementation would claim
+  or an awaitable that completes the check (`cr_authenticate` may instead return the
+  `Principal` itself when it knows it at once, or raise its 401 at once; a hook wrapper
+  sees whichever it returned). An ``async def`` implementation would claim
   every request, so plain ``def`` is required; the plugin manager rejects ``async def``
   implementations of this hook at start-up.
 
@@ -181,7 +183,7 @@ def cr_routes(app: "Application") -> list[tuple] | None:
 
 
 @hookspec(firstresult=True)
-def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | None":
+def cr_authenticate(handler: "BaseHandler") -> "Principal | Awaitable[Principal | None] | None":
     """Claim and check the credentials on a request.
 
     Called once per request before the handler method. Stops at the first non-None result.
@@ -195,7 +197,9 @@ def cr_authenticate(handler: "BaseHandler") -> "Awaitable[Principal | None] | No
         once (a credential it checked recently, from its cache: the request goes on without
         a coroutine); otherwise an awaitable that resolves to a `daemon.http.base.Principal`,
         or raises `daemon.http.base.ApiError` (401) when the credential is present but
-        invalid. Must be a plain ``def`` (see the module docstring).
+        invalid (the hook may also raise it at once; either way it counts towards the
+        client address's failed-authentication budget). Must be a plain ``def`` (see the
+        module docstring).
     """
 
 
