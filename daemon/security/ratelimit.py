@@ -74,14 +74,14 @@ class RateLimiter:
         else:   # a new key, or its budget changed: a full bucket
             tokens = float(limit)
             bucket = buckets[key] = _Bucket(tokens, now, limit, window)
+            if len(buckets) > self._max_keys:
+                buckets.popitem(last=False)   # the least recently used makes room: O(1) at the cap
         allowed = tokens >= 1.0
         if allowed:
             tokens -= 1.0
         bucket.tokens = tokens
         self._until_sweep -= 1
-        # After the token is taken: a new bucket is not full, so the sweep keeps it and the
-        # cap evicts the least recently used instead.
-        if not self._until_sweep or len(buckets) > self._max_keys:
+        if not self._until_sweep:
             self._until_sweep = SWEEP_EVERY
             self.sweep()
         return Decision(allowed, limit, int(tokens), math.ceil((limit - tokens) / rate) if tokens < limit else 0,
