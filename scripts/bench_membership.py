@@ -39,7 +39,7 @@ log).
 
 Rates on a shared machine spread by ±5 % from run to run: for a change of a few per cent,
 `scripts/bytecodes_per_request.py` counts the Python bytecodes these scenarios cost the
-server, exactly.
+server, run after run within about half a per cent.
 """
 
 from __future__ import annotations
@@ -258,6 +258,28 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
 
 PATH_METRIC = "commonroom_http_serving_path_total"
 SCENARIO_NAMES = ("bare", "floor", "check", "check-miss", "check-nometrics", "page1", "page900")
+#: Which server answers a scenario: the service (None), plain Tornado ("bare") or the service
+#: with metrics off ("plain"); neither of the last two counts serving paths.
+SCENARIO_SERVER: dict[str, str | None] = {"bare": "bare", "check-nometrics": "plain"}
+
+
+def scenario_requests(seeded: dict[str, Any]) -> dict[str, list[bytes]]:
+    """The request bytes each scenario sends, cycled (module doc), for the state `seed` made."""
+    from daemon.http.base import encode_cursor
+    auth = {"X-Api-Key": seeded["key"]}
+    base = f"/api/v1/communities/{BIG}"
+    checks = [http_post(f"{base}/membership/check", auth,
+                        {"userDid": member_did(random.randrange(MEMBERS)) if i % 2 else f"did:plc:nobody{i:018d}"})
+              for i in range(200)]
+    misses = [http_post(f"{base}/membership/check", auth,
+                        {"userDid": member_did(i * 5) if i % 2 else f"did:plc:nobody{i:018d}"})
+              for i in range(20_000)]
+    random.shuffle(misses)
+    return {"bare": checks, "check": checks, "check-nometrics": checks, "check-miss": misses,
+            "floor": [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks],
+            "page1": [http_get(f"{base}/members?limit=100", auth)],
+            "page900": [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}",
+                                 auth)]}
 
 
 def serving_paths(port: int) -> dict[str, float]:
@@ -421,7 +443,6 @@ def main() -> int:
         parser.error(f"--only: no scenario {', '.join(sorted(unknown))} (there are {', '.join(SCENARIO_NAMES)})")
 
     from plugins.communities.common import DID  # noqa: F401  (fail early outside the repo)
-    from daemon.http.base import encode_cursor
 
     state = Path(tempfile.mkdtemp(prefix="cr-bench-"))
     try:
@@ -433,29 +454,14 @@ def main() -> int:
         server.start()
         if not ready.wait(60):
             raise SystemExit("the server did not start")
-        auth = {"X-Api-Key": seeded["key"]}
-        base = f"/api/v1/communities/{BIG}"
-        checks = [http_post(f"{base}/membership/check", auth,
-                            {"userDid": member_did(random.randrange(MEMBERS)) if i % 2 else
-                             f"did:plc:nobody{i:018d}"}) for i in range(200)]
-        misses = [http_post(f"{base}/membership/check", auth,
-                            {"userDid": member_did(i * 5) if i % 2 else f"did:plc:nobody{i:018d}"})
-                  for i in range(20_000)]
-        random.shuffle(misses)
-        page1 = [http_get(f"{base}/members?limit=100", auth)]
-        page900 = [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}", auth)]
-        floors = [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks]
+        requests_of = scenario_requests(seeded)
         # (name, port, requests, the port whose /metrics counts its serving paths)
-        scenarios = [("bare", bare_port, checks, None),           # plain Tornado: no counters
-                     ("floor", port, floors, port),
-                     ("check", port, checks, port),
-                     ("check-miss", port, misses, port),
-                     ("check-nometrics", plain_port, checks, None),  # metrics off: no counters
-                     ("page1", port, page1, port),
-                     ("page900", port, page900, port)]
+        ports = {None: port, "bare": bare_port, "plain": plain_port}
+        scenarios = [(name, ports[SCENARIO_SERVER.get(name)], requests_of[name],
+                      port if SCENARIO_SERVER.get(name) is None else None) for name in SCENARIO_NAMES]
         if args.only:
             scenarios = [s for s in scenarios if s[0] in args.only.split(",")]
-        measure("warmup", port, checks, 2, 4, 1)
+        measure("warmup", port, requests_of["check"], 2, 4, 1)
         # Interleaved rounds, so that a burst of load from elsewhere on the machine hits
         # every scenario alike; each scenario's figure is the median of its rounds.
         rounds: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _, _ in scenarios}

@@ -8,7 +8,7 @@ change of a few per cent in the floor's cost cannot be seen there. This script s
 same scenarios from the same server (`bench_membership.build`, the same seeded state, the
 same request bytes) and counts, with `sys.settrace` and ``f_trace_opcodes``, every bytecode
 the server's event-loop thread runs for 1,000 requests on one keep-alive connection after a
-warm-up. The count is repeatable to a few bytecodes a request; the interpreter's time per
+warm-up. Repeated runs agree within about half a per cent; the interpreter's time per
 request follows it closely (docs/performance.md, "Bytecodes per request"), though not
 exactly: a C call (a regular expression, the JSON codec, a dict lookup) counts as one
 bytecode, other threads are not traced (aiosqlite's, which runs the SQLite reads of
@@ -88,19 +88,6 @@ def _send(port: int, requests: list[bytes], n: int) -> None:
                 raise SystemExit(f"unexpected answer: {status!r}")
 
 
-def scenario_requests(key: str) -> dict[str, tuple[str, list[bytes]]]:
-    """Each scenario's server ("service" or "bare") and request bytes, as the benchmark sends them."""
-    random.seed(1)
-    auth = {"X-Api-Key": key}
-    base = f"/api/v1/communities/{bm.BIG}"
-    checks = [bm.http_post(f"{base}/membership/check", auth,
-                           {"userDid": bm.member_did(random.randrange(bm.MEMBERS)) if i % 2 else f"did:plc:nobody{i:018d}"})
-              for i in range(200)]
-    floors = [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks]
-    return {"bare": ("bare", checks), "floor": ("service", floors), "check": ("service", checks),
-            "page1": ("service", [bm.http_get(f"{base}/members?limit=100", auth)])}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenarios", default="bare,floor,check")
@@ -109,13 +96,14 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="cr-bytecodes-") as tmp:
         state = Path(tmp)
-        key = bm.seed_and_report(state)["key"]
-        known = scenario_requests(key)
         names = [s for s in args.scenarios.split(",") if s]
-        unknown = [s for s in names if s not in known]
+        unknown = [s for s in names if s not in bm.SCENARIO_NAMES]
         if unknown:
-            raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(known)}")
+            raise SystemExit(f"unknown scenario(s) {', '.join(unknown)}; known: {', '.join(bm.SCENARIO_NAMES)}")
+        random.seed(1)   # the same requests every time
+        requests_of = bm.scenario_requests(bm.seed_and_report(state))
         ports = (bm.free_port(), bm.free_port(), bm.free_port())   # service, bare, plain
+        port_of = {None: ports[0], "bare": ports[1], "plain": ports[2]}
         out = str(state / "counts.json")
         ctx = multiprocessing.get_context("fork")
         ready = ctx.Event()
@@ -126,8 +114,7 @@ def main() -> None:
         results: dict[str, collections.Counter[str]] = {}
         try:
             for name in names:
-                where, requests = known[name]
-                port = ports[1] if where == "bare" else ports[0]
+                requests, port = requests_of[name], port_of[bm.SCENARIO_SERVER.get(name)]
                 _send(port, requests, max(1, args.requests // 3))
                 os.kill(server.pid, signal.SIGUSR1)
                 time.sleep(0.3)

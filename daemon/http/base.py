@@ -356,7 +356,7 @@ class FirstResult:
 
 # ------------------------------------------------------------------ request logic
 
-_ASK = object()   # `RequestLogic.authenticate`: ask the cr_authenticate hook
+_ASK = object()   # `RequestLogic.authenticate_throttled`: ask the cr_authenticate hook
 
 
 class RequestLogic:
@@ -516,12 +516,8 @@ class RequestLogic:
         except ApiError as exc:
             return exc
 
-    async def authenticate(self, claimed: Any = _ASK) -> Principal:
-        """The request's principal, or 401. `claimed` is `claim_credentials`'s answer when
-        the caller asked already (`admit` does, to go on without a coroutine for a
-        `Principal`); else the hook is asked here."""
-        if claimed is _ASK:
-            claimed = self.claim_credentials()
+    async def authenticate(self, claimed: Any) -> Principal:
+        """The request's principal from `claim_credentials`'s answer, or 401."""
         if isinstance(claimed, ApiError):
             raise claimed
         principal = claimed if claimed is None or isinstance(claimed, Principal) else await claimed
