@@ -54,7 +54,7 @@ async def test_an_event_is_the_webhook_body_with_its_id_and_cursor(app, client):
     row = await events_store.get_event(app.db, event_id)
     webhook_body = json.loads(payload_body({"event_id": row["id"], "type": row["type"],
                                             "community_did": row["community_did"], "data": row["data"],
-                                            "event_created_at": row["created_at"], "hide_people": 0}))
+                                            "event_created_at": row["created_at"], "hide_people": 0}, app.event_kinds))
     assert {k: v for k, v in event.items() if k not in ("id", "cursor")} == webhook_body
     assert event["id"] == event_id
     assert event["data"] == {"memberDid": "did:plc:joe", "communityDid": COMMUNITY}

@@ -102,6 +102,7 @@ async def test_the_roster_rule_for_events_is_one_function(app, client):
     assert await app.communities.sees_roster(COMMUNITY, creator["appId"]) is True
     assert await app.communities.sees_roster(COMMUNITY, stranger["appId"]) is False
     assert await app.communities.sees_roster("did:plc:nosuchcommunity", creator["appId"]) is False
-    assert event_data_for("member.joined", {"memberDid": "did:plc:x"}, sees_roster=False) is None
-    assert event_data_for("member.joined", {"memberDid": "did:plc:x"}, sees_roster=True) == {"memberDid": "did:plc:x"}
-    assert event_data_for("record.deleted", {"rkey": "r", "userDid": "did:plc:x"}, sees_roster=False) == {"rkey": "r"}
+    joined, deleted = app.event_kinds["member.joined"], app.event_kinds["record.deleted"]
+    assert event_data_for(joined, {"memberDid": "did:plc:x"}, sees_people=False) is None
+    assert event_data_for(joined, {"memberDid": "did:plc:x"}, sees_people=True) == {"memberDid": "did:plc:x"}
+    assert event_data_for(deleted, {"rkey": "r", "userDid": "did:plc:x"}, sees_people=False) == {"rkey": "r"}

@@ -47,6 +47,14 @@ class EventKind:
     :param audience: which apps' webhooks receive it: ``"community"`` (every app that may
         see the community), or ``"managers"`` (only apps the community trusts to act for
         its admins: its creator app and apps granted management).
+    :param person_keys: the keys of its ``data`` that name a person (``("authorDid",)``):
+        an app that may not see the community's members gets the event without them.
+    :param not_person_keys: keys that look like a person (a ``…Did`` name, a DID schema)
+        but name something else (a community, a labeller): sent to every app that hears
+        of the event. A ``…Did`` or DID-typed key of the schema in neither list stops
+        start-up (`check_person_keys`); ``communityDid`` is never a person.
+    :param about_people: the event exists to say who (``member.joined``): it goes only to
+        the apps that may see the people it names, never stripped.
     """
 
     name: str
@@ -54,10 +62,90 @@ class EventKind:
     schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
     label: str = ""
     audience: str = "community"
+    person_keys: tuple[str, ...] = ()
+    not_person_keys: tuple[str, ...] = ()
+    about_people: bool = False
 
     @property
     def words(self) -> str:
         return self.label or self.description
+
+    def data_for(self, data: dict[str, Any], *, sees_people: bool) -> dict[str, Any] | None:
+        """The event's `data` as an app receives it (`event_data_for`)."""
+        return event_data_for(self, data, sees_people=sees_people)
+
+
+#: The key every event of a community carries; it names the community, never a person.
+COMMUNITY_KEY = "communityDid"
+
+
+def _looks_like_did(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("did:")
+
+
+def event_data_for(kind: EventKind | None, data: dict[str, Any], *, sees_people: bool) -> dict[str, Any] | None:
+    """An event's data as an app receives it, where `sees_people` says whether the app may
+    see the people the event names (the event's recorded audience: ``Audience.shows_people_to``,
+    decided by the communities service's roster rule). Webhooks, the pull stream and the
+    WebSocket all send what this answers.
+
+    All of it to an app that sees the people. Otherwise: None (not sent at all) for a kind
+    `about_people`; else the data without the kind's `person_keys` and without any other
+    key whose value is a DID or a list holding one (a person unless the kind says otherwise
+    in `not_person_keys`: private by default). `kind` None (an event of a kind no loaded
+    plugin declares any longer) keeps only what cannot name a person."""
+    if sees_people:
+        return dict(data)
+    if kind is not None and kind.about_people:
+        return None
+    person = set(kind.person_keys) if kind is not None else set()
+    other = set(kind.not_person_keys) if kind is not None else set()
+    other.add(COMMUNITY_KEY)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in person:
+            continue
+        if key not in other and (_looks_like_did(value)
+                                 or (isinstance(value, list) and any(map(_looks_like_did, value)))):
+            continue
+        out[key] = value
+    return out
+
+
+def _did_schema(schema: Any) -> bool:
+    """Whether a property's JSON schema is a DID (or a list of them, or nullable one)."""
+    if not isinstance(schema, dict):
+        return False
+    if schema.get("format") == "did" or str(schema.get("pattern", "")).startswith("^did:"):
+        return True
+    if schema.get("type") == "array" or "items" in schema:
+        return _did_schema(schema.get("items"))
+    return any(_did_schema(s) for key in ("anyOf", "oneOf") for s in schema.get(key) or ())
+
+
+def check_person_keys(plugin: str, kind: EventKind) -> None:
+    """Refuse a kind whose schema has a key that looks like a person (named ``…Did``, or a
+    DID by its schema) declared neither in `person_keys` nor in `not_person_keys`, and
+    keys declared in both."""
+    for what in ("person_keys", "not_person_keys"):
+        keys = getattr(kind, what)
+        if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+            raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with "
+                                   f"{what}={keys!r}: a tuple of key names")
+    both = set(kind.person_keys) & set(kind.not_person_keys)
+    if both:
+        raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with "
+                               f"{sorted(both)[0]!r} both a person key and not one")
+    properties = kind.schema.get("properties") or {}
+    declared = {*kind.person_keys, *kind.not_person_keys, COMMUNITY_KEY}
+    for key, schema in properties.items() if isinstance(properties, dict) else ():
+        if key in declared:
+            continue
+        if key.endswith("Did") or _did_schema(schema):
+            raise DeclarationError(
+                f"plugin {plugin!r} declares the event kind {kind.name!r} whose data has the field "
+                f"{key!r}, which looks like a person's DID: declare it in person_keys (apps that may "
+                "not see the community's members get the event without it) or in not_person_keys")
 
 
 @dataclass(frozen=True)
@@ -200,6 +288,7 @@ def collect(pm: pluggy.PluginManager) -> Declarations:
             if not isinstance(kind.schema, dict):
                 raise DeclarationError(f"plugin {plugin!r} declares the event kind {kind.name!r} with a "
                                        "schema that is not a JSON schema object")
+            check_person_keys(plugin, kind)
             out.event_kinds[kind.name] = kind
     for plugin, result in results_by_plugin(pm, "cr_capabilities"):
         for cap in _items(plugin, "cr_capabilities", result, Capability):

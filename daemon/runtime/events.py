@@ -9,6 +9,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
+from daemon.runtime.declarations import EventKind, event_data_for  # noqa: F401 (re-exported)
 from store.db import Reader, Row, Transaction, narrowed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -37,6 +38,13 @@ class AppSet:
     def has(self, app_id: str | None) -> bool:
         return self.everyone or (app_id is not None and app_id in self.apps)
 
+    def __and__(self, other: "AppSet") -> "AppSet":
+        if self.everyone:
+            return other
+        if other.everyone:
+            return self
+        return AppSet(False, self.apps & other.apps)
+
     def stored(self) -> str:
         """The form kept in ``events.audience`` and ``events.people``
         (store/migrations/0005_event_audience.sql)."""
@@ -58,7 +66,8 @@ NONE = AppSet(False)
 @dataclass(frozen=True)
 class Audience:
     """Who may hear of an event (`hears`), and who of them may see the people its data
-    names (`people`): the others get the data without `PERSON_KEYS` (`event_data_for`)."""
+    names (`people`): the others get the data without the keys that name a person
+    (`event_data_for`, by the kind's declared `EventKind.person_keys`)."""
 
     hears: AppSet
     people: AppSet = EVERY
@@ -76,24 +85,6 @@ class Audience:
 
 EVERY_APP = Audience(EVERY)
 NO_APP = Audience(NONE)
-
-
-#: Keys of an event's data that name a person (the member, the writer, the moderator).
-PERSON_KEYS = frozenset({"memberDid", "userDid", "authorDid", "actorDid", "approvedBy", "rejectedBy",
-                         "removedBy", "bannedBy", "unbannedBy", "updatedBy"})
-
-
-def event_data_for(event_type: str, data: dict[str, Any], *, sees_roster: bool) -> dict[str, Any] | None:
-    """An event's data as an app receives it, given `app_sees_roster` for the app and the
-    event's community: all of it if the app sees the roster; otherwise None (not sent at
-    all) for ``member.*`` events, which exist to say who joined or left, and for any other
-    event the data without the keys that name a person (`PERSON_KEYS`: a record event
-    keeps its collection, rkey, uri and cid and loses ``userDid``)."""
-    if sees_roster:
-        return dict(data)
-    if event_type.startswith("member."):
-        return None
-    return {k: v for k, v in data.items() if k not in PERSON_KEYS}
 
 
 @dataclass(frozen=True)
@@ -134,8 +125,13 @@ async def decide_audience(app: "Application", tx: Transaction, community_did: st
         return Audience(AppSet(False, frozenset({app_id}))) if app_id else NO_APP
     if app.communities is None:
         return NO_APP
-    return await app.communities.event_audience(tx, community_did, app_id, type,
-                                                managers_only=managers_only(app, type))
+    audience = await app.communities.event_audience(tx, community_did, app_id, type,
+                                                    managers_only=managers_only(app, type))
+    kind = getattr(app, "event_kinds", {}).get(type)
+    if kind is not None and kind.about_people:
+        # An event that exists to say who (`EventKind.about_people`): only those who may see.
+        return Audience(audience.hears & audience.people, EVERY)
+    return audience
 
 
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,

@@ -15,32 +15,37 @@ def _member(by: str | None = None, **more: dict) -> dict:
     return obj(props, [p for p in props if p not in ("via", "inviteId", "reason")])
 
 
+def _kind(name: str, description: str, schema: dict, label: str, *person_keys: str) -> EventKind:
+    """A member event: it exists to say who, so apps that may not see the roster get none."""
+    return EventKind(name, description, schema, label, person_keys=("memberDid", *person_keys), about_people=True)
+
+
 EVENT_KINDS = [
-    EventKind("member.joined", "Someone joined a community (a join request approved later is member.approved).",
-              _member(via={"type": "string", "enum": ["invite"]}, inviteId=STRING_OR_NULL), "Someone joined"),
-    EventKind("member.left", "A member left (or their account was deleted: reason account_deleted).",
-              _member(reason=STRING_OR_NULL), "Someone left"),
-    EventKind("member.approved", "An admin or moderator approved a join request.",
-              _member("approvedBy"), "A join request was approved"),
-    EventKind("member.rejected", "An admin or moderator declined a join request.",
-              _member("rejectedBy", reason=STRING_OR_NULL), "A join request was declined"),
-    EventKind("member.removed", "A member was removed.", _member("removedBy", reason=STRING_OR_NULL),
-              "A member was removed"),
-    EventKind("member.banned", "Someone was banned (ending a membership or a request, if any).",
-              _member("bannedBy", reason=STRING_OR_NULL, expiresAt=DATETIME_OR_NULL, wasMember=_BOOL,
-                      wasPending=_BOOL), "Someone was banned"),
-    EventKind("member.unbanned", "A ban was lifted.", _member("unbannedBy"), "A ban was lifted"),
-    EventKind("member.roles_changed",
-              "A role was given to or taken from a member, or a role was created, changed or deleted "
-              "(`change` says which: for an assignment the member and the roles they now hold, for a "
-              "definition the members holding it).",
-              obj({"change": {"type": "string", "enum": ["assigned", "unassigned", "role_created",
-                                                         "role_updated", "role_deleted"]},
-                   "role": STRING_OR_NULL, "changedBy": DID, "memberDid": DID,
-                   "roles": {"type": "array", "items": {"type": "string"}},
-                   "holders": {"type": "array", "items": DID}, "communityDid": DID},
-                  ["change", "role", "changedBy", "communityDid"]),
-              "A role was given, taken or changed"),
+    _kind("member.joined", "Someone joined a community (a join request approved later is member.approved).",
+          _member(via={"type": "string", "enum": ["invite"]}, inviteId=STRING_OR_NULL), "Someone joined"),
+    _kind("member.left", "A member left (or their account was deleted: reason account_deleted).",
+          _member(reason=STRING_OR_NULL), "Someone left"),
+    _kind("member.approved", "An admin or moderator approved a join request.",
+          _member("approvedBy"), "A join request was approved", "approvedBy"),
+    _kind("member.rejected", "An admin or moderator declined a join request.",
+          _member("rejectedBy", reason=STRING_OR_NULL), "A join request was declined", "rejectedBy"),
+    _kind("member.removed", "A member was removed.", _member("removedBy", reason=STRING_OR_NULL),
+          "A member was removed", "removedBy"),
+    _kind("member.banned", "Someone was banned (ending a membership or a request, if any).",
+          _member("bannedBy", reason=STRING_OR_NULL, expiresAt=DATETIME_OR_NULL, wasMember=_BOOL,
+                  wasPending=_BOOL), "Someone was banned", "bannedBy"),
+    _kind("member.unbanned", "A ban was lifted.", _member("unbannedBy"), "A ban was lifted", "unbannedBy"),
+    _kind("member.roles_changed",
+          "A role was given to or taken from a member, or a role was created, changed or deleted "
+          "(`change` says which: for an assignment the member and the roles they now hold, for a "
+          "definition the members holding it).",
+          obj({"change": {"type": "string", "enum": ["assigned", "unassigned", "role_created",
+                                                     "role_updated", "role_deleted"]},
+               "role": STRING_OR_NULL, "changedBy": DID, "memberDid": DID,
+               "roles": {"type": "array", "items": {"type": "string"}},
+               "holders": {"type": "array", "items": DID}, "communityDid": DID},
+              ["change", "role", "changedBy", "communityDid"]),
+          "A role was given, taken or changed", "changedBy", "holders"),
 ]
 
 CAPABILITIES = [Capability(name, description, moderator=name in MODERATOR, per_collection=name in PER_COLLECTION)

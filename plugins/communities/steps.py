@@ -257,9 +257,9 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     An event in a community reaches the apps that may see that community (`app_can_see`);
     one outside any community only the app that caused it. Where the community hides its
     roster (``rosterVisibility`` ``members`` or ``admins``), only the apps that see the
-    roster (`app_sees_roster`: its creator app and apps granted management) hear of
-    ``member.*`` events, and the others get every other event without the keys that name
-    a person. A kind declared for the managers only (`managers_only`: `EventKind.audience`
+    roster (`app_sees_roster`: its creator app and apps granted management) see the people
+    an event names: the others get it without the keys that name a person, and none of a
+    kind `about_people` (``member.*``: the core narrows those, `decide_audience`). A kind declared for the managers only (`managers_only`: `EventKind.audience`
     ``"managers"``) reaches only the apps that act for the admins, whole."""
     if community_did is None:  # the core decides these itself (`decide_audience`)
         return Audience(AppSet(False, frozenset({caused_by_app}))) if caused_by_app else NO_APP
@@ -281,7 +281,7 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     if not hears.everyone:
         managers &= hears.apps
     roster = AppSet(False, frozenset(managers))
-    if managers_only or event_type.startswith("member."):
+    if managers_only:
         return Audience(roster, EVERY)
     return Audience(hears, roster)
 

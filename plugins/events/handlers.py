@@ -88,7 +88,7 @@ class PullHandler(BaseHandler):
         if self.request.connection is None or self.request.connection.stream.closed():
             return
         stream_of(self.app).record_sent(len(page.rows))
-        self.send_json_bytes(b'{"events":[' + b",".join(event_message(r, f.app_id) for r in page.rows)
+        self.send_json_bytes(b'{"events":[' + b",".join(event_message(r, f.app_id, self.app.event_kinds) for r in page.rows)
                              + b'],"cursor":"' + encode_cursor([page.cursor]).encode() + b'"}')
 
     def _limit(self) -> int:

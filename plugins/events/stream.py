@@ -22,10 +22,10 @@ import json
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from daemon.plugin import ApiError, encode_cursor, hookimpl
-from daemon.plugin import AppSet, Audience, event_data_for
+from daemon.plugin import AppSet, Audience, EventKind, event_data_for
 from daemon.plugin import Outbox
 from daemon.plugin import Row
 
@@ -97,16 +97,17 @@ class Filter:
                 and (self.community_did is None or community_did == self.community_did))
 
 
-def event_message(row: Row, app_id: str) -> bytes:
+def event_message(row: Row, app_id: str, kinds: Mapping[str, EventKind]) -> bytes:
     """An event as the stream shows it to `app_id` (one WebSocket message, one item of a
     pull): the webhook body (`Event.payload`: type, timestamp, data) after the event id (the
     webhook-id header of its deliveries), then its cursor. SQLite built the rest
     (`Outbox.after`). An app that may not see the people the event names (``events.people``,
-    the roster rule of `event_audience`) gets the data without them, as its webhooks do."""
+    the roster rule of `event_audience`) gets the data without them (`event_data_for`, by
+    the kind's declared person keys, `kinds`: ``app.event_kinds``), as its webhooks do."""
     body: str = row["body"]
     if not AppSet.from_stored(row["people"]).has(app_id):
         whole = json.loads(body)
-        whole["data"] = event_data_for(row["type"], whole["data"], sees_roster=False) or {}
+        whole["data"] = event_data_for(kinds.get(row["type"]), whole["data"], sees_people=False) or {}
         body = json.dumps(whole, separators=(",", ":"), ensure_ascii=False)
     return (body[:-1] + ',"cursor":"' + encode_cursor([row["seq"]]) + '"}').encode()
 
@@ -267,7 +268,7 @@ class EventStream:
             sub.dirty = False
             page = await self.read(sub.filter, sub.last_seq, MAX_LIMIT)
             if page.rows:
-                await send([event_message(r, sub.filter.app_id) for r in page.rows])
+                await send([event_message(r, sub.filter.app_id, self.app.event_kinds) for r in page.rows])
                 self.record_sent(len(page.rows))
             sub.last_seq = max(sub.last_seq, page.cursor)
             if not page.more and not sub.dirty:
@@ -357,7 +358,7 @@ class EventStream:
                 shown = audience.shows_people_to(sub.filter.app_id)
                 message = messages.get((seq, shown))
                 if message is None:
-                    message = messages[(seq, shown)] = event_message(row, sub.filter.app_id)
+                    message = messages[(seq, shown)] = event_message(row, sub.filter.app_id, self.app.event_kinds)
                 sub.queue.append((seq, message))
                 sub.queued_bytes += len(message)
                 took = True

@@ -9,9 +9,12 @@ _RECORD = {"collection": STRING, "rkey": STRING, "uri": STRING, "userDid": DID, 
 
 EVENT_KINDS = [
     EventKind("record.created", "A record was created in a community's repo.",
-              obj({**_RECORD, "cid": STRING}, [*_RECORD, "cid"]), "A community record was created"),
+              obj({**_RECORD, "cid": STRING}, [*_RECORD, "cid"]), "A community record was created",
+              person_keys=("userDid",)),
     EventKind("record.updated", "A record in a community's repo was changed.",
-              obj({**_RECORD, "cid": STRING}, [*_RECORD, "cid"]), "A community record was changed"),
+              obj({**_RECORD, "cid": STRING}, [*_RECORD, "cid"]), "A community record was changed",
+              person_keys=("userDid",)),
     EventKind("record.deleted", "A record was deleted from a community's repo (cid: the deleted version).",
-              obj({**_RECORD, "cid": STRING_OR_NULL}, list(_RECORD)), "A community record was deleted"),
+              obj({**_RECORD, "cid": STRING_OR_NULL}, list(_RECORD)), "A community record was deleted",
+              person_keys=("userDid",)),
 ]

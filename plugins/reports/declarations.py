@@ -23,10 +23,12 @@ _PAYLOAD = obj({"reportId": STRING, "subject": STRING, "subjectKind": {"type": "
 EVENT_KINDS = [
     EventKind("report.created", "A member reported a member or a record of the community (sent only to "
                                 "apps that act for the community's admins).", _PAYLOAD,
-              label="A member reported someone or something", audience="managers"),
+              label="A member reported someone or something", audience="managers",
+              person_keys=("reporterDid", "subject")),
     EventKind("report.resolved", "A reviewer resolved a report: dismissed it, or removed the record or the "
                                  "member, or banned the member (sent only to apps that act for the admins).",
-              _PAYLOAD, label="A report was resolved", audience="managers"),
+              _PAYLOAD, label="A report was resolved", audience="managers",
+              person_keys=("reporterDid", "subject")),
 ]
 
 CAPABILITIES = [

@@ -31,11 +31,11 @@ import logging
 import random
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from daemon.plugin import Event, Reader, Row, Transaction, hookimpl, iso
 from daemon.plugin import AddressRefused, Guard, TargetRefused
-from daemon.plugin import decide_audience, event_data_for
+from daemon.plugin import EventKind, decide_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -137,11 +137,13 @@ def _classify(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> O
     return Outcome(status, error, False)
 
 
-def payload_body(row: Row) -> bytes:
-    """The event as delivered: the same bytes on every attempt."""
+def payload_body(row: Row, kinds: Mapping[str, EventKind]) -> bytes:
+    """The event as delivered: the same bytes on every attempt. Where the app may not see
+    the people it names (``hide_people``, decided when it was queued), without the keys that
+    name a person (`event_data_for`, by the kind's declaration in `kinds`: ``app.event_kinds``)."""
     data = json.loads(row["data"])
     if row["hide_people"]:
-        data = event_data_for(row["type"], data, sees_roster=False) or {}
+        data = event_data_for(kinds.get(row["type"]), data, sees_people=False) or {}
     event = Event(row["event_id"], 0, row["type"], row["community_did"], None, None, data,
                   row["event_created_at"])
     return json.dumps(event.payload(), separators=(",", ":"), ensure_ascii=False).encode()
@@ -422,7 +424,7 @@ class Dispatcher:
     async def _attempt(self, hook: Hook, row: Row) -> Outcome:
         timeout = self.config.request_timeout_seconds
         try:
-            body = payload_body(row)
+            body = payload_body(row, self.app.event_kinds)
             timestamp = int(self.app.clock.time())
             headers = {"Content-Type": "application/json", "User-Agent": "commonroom-webhooks",
                        **signing.signed_headers(hook.keys, row["event_id"], timestamp, body)}

@@ -253,7 +253,7 @@ class Webhooks:
         if row is None:
             raise ApiError(404, "delivery_not_found", "No delivery with this id for this webhook.")
         full = await store.delivery_with_event(self.app.db, webhook_id, delivery_id)
-        payload = payload_body(full).decode() if full is not None else None
+        payload = payload_body(full, self.app.event_kinds).decode() if full is not None else None
         return {**delivery_json(row), "payload": payload, "responseBody": row["response_body"]}
 
     async def redeliver(self, app_id: str, webhook_id: str, delivery_id: int) -> Row:

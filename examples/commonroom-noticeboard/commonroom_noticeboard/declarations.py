@@ -9,7 +9,7 @@ EVENT_KINDS = [
     EventKind("notice.posted", "A member posted a notice on a community's noticeboard.",
               obj({"noticeId": STRING, "authorDid": DID, "text": STRING, "communityDid": DID},
                   ["noticeId", "authorDid", "text", "communityDid"]),
-              label="A notice was posted"),
+              label="A notice was posted", person_keys=("authorDid",)),
 ]
 
 CAPABILITIES = [
