@@ -40,7 +40,7 @@ from daemon.runtime.events import (EVENT_TYPES, AppSet, Audience, Event, Outbox,
                                    event_data_for)
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.retention import BATCH as PRUNE_BATCH, PAUSE_SECONDS as PRUNE_PAUSE_SECONDS, prune_in_batches
-from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService,
+from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService, Visibility,
                                      RecordsService, WebhooksService, WebService)
 from daemon.security.access import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, MemberStatus
 from daemon.security.netguard import AddressRefused, Guard, GuardedTransport, RequestRefused, Target, TargetRefused
@@ -92,7 +92,7 @@ __all__ = [
     # a community's own account: its repo on the PDS, and its rows when it is deleted
     "community_repo", "delete_account_tx",
     # services of the built-in plugins
-    "CommunitiesService", "Community", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
+    "CommunitiesService", "Community", "Visibility", "Capability", "AppsService", "WebhooksService", "OAuthService", "WebService",
     "RecordsService",
     # identities and public repo reads: any DID's document and handle, a person's profile, records, blobs
     "DidInfo", "resolve_identity", "resolve_did", "require_known_did", "read_user_profile", "get_record",

@@ -400,7 +400,7 @@ async def test_the_reads_the_routes_and_pages_share_answer_plain_values(app, cli
     assert (await communities.details(row, None, None)).get("membership") is None
     first = await communities.list_members(row, limit=2, after_id=None, search=None, admin_view=False)
     assert [m["did"] for m in first["members"]] == ["did:plc:admin", "did:plc:member0"] and first["cursor"]
-    assert await communities.roster_allows(row, None)
+    assert (await communities.visibility(COMMUNITY, None)).members
     assert (await communities.require_admin(row, "did:plc:admin")).is_primary
     with pytest.raises(ApiError) as refused:
         await communities.require_admin(row, "did:plc:member0")

@@ -53,6 +53,27 @@ class Community:
     listed: bool = True
 
 
+@dataclass(frozen=True)
+class Visibility:
+    """What one viewer may see of a community (`CommunitiesService.visibility`): the one
+    rule the API, the site's pages and plugins' pages ask, so none restates it.
+
+    A viewer is a person (a DID, or None: signed out or nobody named) seen through an app
+    (an app id, or None: the site's own pages)."""
+
+    #: The community shows itself at all (its name and type): it is active, and the app may
+    #: see it (a private community: its creator app and the apps its admins allowed).
+    community: bool
+    #: Its content (profile details, records, a plugin's posts): a private community's
+    #: only to its members.
+    records: bool
+    #: Who its members are (the member list, who wrote what): ``rosterVisibility``
+    #: (``public``; ``members``: members; ``admins``: admins), a private one's only to members.
+    members: bool
+    #: The viewer's membership (all False when signed out or not a member).
+    status: "MemberStatus"
+
+
 class CommunitiesService(Protocol):
     """The communities plugin: the operations and reads its JSON routes use, and what any
     plugin may ask with plain values (the first group)."""
@@ -63,10 +84,18 @@ class CommunitiesService(Protocol):
     async def membership(self, community_did: str, user_did: str, *, tx: "Reader | None" = None) -> "MemberStatus":
         """What the user is in the community: member, admin, pending, roles (all False if
         unknown); `tx`: read in the transaction a command checks in (default ``app.db``)."""
+    async def visibility(self, community_did: str, viewer: str | None, *, app_id: str | None = None,
+                         proven: bool | None = None, as_admin: bool = True) -> Visibility:
+        """What `viewer` (a person's DID; None: signed out) may see of the community through
+        the app `app_id` (None: the site's pages, whose viewer is the signed-in person): the
+        community, its records, its members (`Visibility`). The API's routes and the pages
+        ask the same. Through an app the members show where the app sees them itself
+        (`sees_roster`), or to a viewer it proved it acts for (`proven`; default False) whom
+        the roster admits. `as_admin` False: an admin viewing as a member sees an
+        ``admins`` roster no more than a member does. Unknown community: nothing."""
     async def may_see(self, actor: "Actor", community_did: str) -> bool:
-        """Whether the community shows itself to `actor`: its app may see it (private
-        communities: the creator app and allowed apps; no app: the service's own pages), and
-        a private community's content only to its members."""
+        """``visibility(community_did, actor.did, app_id=actor.app_id, proven=actor.proven).records``:
+        whether the community shows its content to `actor` (an `Actor(did, app_id)`)."""
     async def app_may_see(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
         """Whether the app (None: the service's own pages) may see the community at all,
         whoever its user is: the first half of `may_see`. False for an unknown community."""
@@ -126,8 +155,6 @@ class CommunitiesService(Protocol):
     async def list_members(self, row: "Row", *, limit: int, after_id: int | None, search: str | None,
                            admin_view: bool) -> dict[str, Any]:
         """A page of members (``members``, ``total``, ``cursor``); `search` in handles and names."""
-    async def roster_allows(self, row: "Row", viewer: str | None) -> bool:
-        """Whether `viewer` (a DID; None: signed out) may list the members."""
     async def require_admin(self, row: "Row", did: str | None) -> "MemberStatus":
         """The admin's status, or 403 ``not_admin``."""
     async def pending_list(self, row: "Row", *, limit: int, after_id: int | None) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from daemon.plugin import ApiError, BaseHandler, encode_cursor, encode_json
 from plugins.communities import views
 from plugins.communities.config import TYPES
 from plugins.communities.steps import MemberStatus, app_sees_roster, member_status, require_community
+from plugins.communities.steps import roster_visible, visibility
 from plugins.communities.steps import DID, path_did  # noqa: F401 (the handlers' path parsing)
 from plugins.communities import store
 
@@ -123,22 +124,13 @@ async def require_member_view(handler: BaseHandler, row: Row, viewer: str | None
     """Private communities show their members only to members; `rosterVisibility`
     narrows that further (`members`, or `admins`: only a viewer acting as an admin, i.e.
     `as_admin`: named as adminDid by a managing app, or a browser session)."""
-    status = await member_status(handler.app.db, row["did"], viewer) if viewer else None
-    if not roster_visible(row, status, as_admin=as_admin):
+    seen = await visibility(handler.app.db, row, viewer, None, as_admin=as_admin)
+    status = seen.status if viewer else None
+    if not seen.members:
         if row["roster_visibility"] == "admins":
             raise ApiError(403, "members_hidden", "The members of this community are visible to its admins only.")
         raise ApiError(403, "members_hidden", "The members of this community are visible to its members only.")
     return status
-
-
-def roster_visible(row: Row, status: MemberStatus | None, *, as_admin: bool = True) -> bool:
-    """Whether a viewer with `status` may list the members (`rosterVisibility`, and a
-    private community's members-only rule)."""
-    if row["roster_visibility"] == "admins":
-        return bool(as_admin and status and status.is_admin)
-    if row["roster_visibility"] == "members" or row["type"] == "private":
-        return bool(status and status.is_member)
-    return True
 
 
 async def memberships(handler: BaseHandler, user_did: str) -> dict[str, Any]:

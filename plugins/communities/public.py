@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, cast
 
-from daemon.plugin import NOT_FOUND, Actor, ApiError, Community, MemberStatus, encode_cursor, is_did, validate
+from daemon.plugin import NOT_FOUND, Actor, ApiError, Community, MemberStatus, Visibility, encode_cursor, is_did, validate
 from plugins.communities import (admins, bans, capabilities, common, denials, invites, lifecycle, membership, roles,
                                  steps, store, uploads, views)
 
@@ -54,11 +54,14 @@ class Communities:
     async def membership(self, community_did: str, user_did: str, *, tx: "Reader | None" = None) -> MemberStatus:
         return await steps.member_status(tx or self.app.db, community_did, user_did)
 
-    async def may_see(self, actor: Actor, community_did: str) -> bool:
+    async def visibility(self, community_did: str, viewer: str | None, *, app_id: str | None = None,
+                         proven: bool | None = None, as_admin: bool = True) -> Visibility:
         row = await store.get_community(self.app.db, community_did)
-        if row is None or not await steps.app_can_see(self.app.db, community_did, actor.app_id):
-            return False
-        return row["type"] != "private" or (await self.membership(community_did, actor.did)).is_member
+        return await steps.visibility(self.app.db, row, viewer, app_id, proven=proven, as_admin=as_admin)
+
+    async def may_see(self, actor: Actor, community_did: str) -> bool:
+        return (await self.visibility(community_did, actor.did or None, app_id=actor.app_id,
+                                      proven=actor.proven)).records
 
     async def app_may_see(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
         return await steps.app_can_see(tx or self.app.db, community_did, app_id)
@@ -155,10 +158,10 @@ class Communities:
         the question `membership/check` answers only with their proof."""
         if viewer and not await common.sees_roster(self.app, row, app_id):
             viewer = None
-        status = await steps.member_status(self.app.db, row["did"], viewer) if viewer else None
-        restricted = row["type"] == "private" and not (status and status.is_member)
+        seen = await steps.visibility(self.app.db, row, viewer, None)
+        restricted = not seen.records
         admins = [] if restricted else await store.admins(self.app.db, row["did"])
-        return views.community_details(row, admins, status, restricted=restricted)
+        return views.community_details(row, admins, seen.status if viewer else None, restricted=restricted)
 
     async def list_members(self, row: "Row", *, limit: int, after_id: int | None, search: str | None,
                            admin_view: bool) -> dict[str, Any]:
@@ -175,11 +178,6 @@ class Communities:
         if len(rows) > limit:
             out["cursor"] = encode_cursor([rows[limit - 1]["id"]])
         return out
-
-    async def roster_allows(self, row: "Row", viewer: str | None) -> bool:
-        """`common.roster_visible` for a viewer named by DID (None: signed out), e.g. a web page."""
-        status = await steps.member_status(self.app.db, row["did"], viewer) if viewer else None
-        return common.roster_visible(row, status)
 
     async def require_admin(self, row: "Row", did: str | None) -> MemberStatus:
         """The status of `did` if an admin of the community, else 403 ``not_admin``."""

@@ -41,6 +41,7 @@ from urllib.parse import unquote
 
 from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, AppSet, Audience, MemberStatus
 from daemon.plugin import ApiError, Command, Reader, Row, Transaction, is_did, pds
+from daemon.plugin import Visibility
 from plugins.communities import store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -234,6 +235,43 @@ def _visible(row: Row, app_id: str | None, allowed: bool) -> bool:
     if row["type"] != "private" or app_id is None:
         return True
     return row["creator_app_id"] == app_id or allowed
+
+
+def roster_visible(row: Row, status: MemberStatus | None, *, as_admin: bool = True) -> bool:
+    """Whether a viewer with `status` may list the members (`rosterVisibility`, and a
+    private community's members-only rule)."""
+    if row["roster_visibility"] == "admins":
+        return bool(as_admin and status and status.is_admin)
+    if row["roster_visibility"] == "members" or row["type"] == "private":
+        return bool(status and status.is_member)
+    return True
+
+
+NOTHING = MemberStatus(False, False, False, False)
+
+
+async def visibility(db: Reader, row: Row | None, viewer: str | None, app_id: str | None, *,
+                     proven: bool | None = None, as_admin: bool = True) -> Visibility:
+    """What `viewer` (None: signed out) may see of the community `row` through `app_id`
+    (None: the site's pages): the one rule behind `CommunitiesService.visibility`, `may_see`,
+    `details`, the member lists of the API and the pages. A viewer an app names without
+    proof (`proven` False, the default with an app) is any DID the app chose: where the
+    roster is hidden, the members show through such a viewer only to the apps that see the
+    roster anyway (`app_sees_roster`), as the API's member list requires a proof."""
+    if row is None:
+        return Visibility(False, False, False, NOTHING)
+    allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
+               and await store.app_allowed(db, row["did"], app_id))
+    status = await member_status(db, row["did"], viewer) if viewer else NOTHING
+    if not _visible(row, app_id, allowed):
+        return Visibility(False, False, False, status)
+    records = row["type"] != "private" or status.is_member
+    if app_id is None:
+        members = roster_visible(row, status, as_admin=as_admin)
+    else:  # the app's own right (`app_sees_roster`), or a person it proved it acts for
+        members = (row["roster_visibility"] == "public" or await app_manages(db, row, app_id)
+                   or (bool(proven) and roster_visible(row, status, as_admin=as_admin)))
+    return Visibility(True, records, members, status)
 
 
 async def app_can_see(db: Reader, community_did: str, app_id: str | None) -> bool:

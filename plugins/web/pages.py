@@ -73,7 +73,7 @@ class CommunityPage(PageHandler):
         status = details.get("membership") or {}
         members: dict[str, Any] | None = None
         search = (self.get_query_argument("search", "") or "").strip()
-        if not community.get("restricted") and await self.communities.roster_allows(row, viewer):
+        if (await self.communities.visibility(row["did"], viewer)).members:
             limit, cursor = self.page_params(1, "i")
             members = await self.communities.list_members(
                 row, limit=limit, after_id=int(cursor[0]) if cursor else None,

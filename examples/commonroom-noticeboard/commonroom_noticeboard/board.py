@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, Row, emit_tx, invalid,
-                           iso)
+from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, Row, Visibility, emit_tx,
+                           invalid, iso)
 
 from commonroom_noticeboard import store
 
@@ -27,17 +27,25 @@ def communities(app: Application) -> CommunitiesService:
     return service
 
 
-def notice_json(row: Row) -> dict[str, Any]:
-    return {"id": str(row["id"]), "communityDid": row["community_did"], "authorDid": row["author_did"],
-            "text": row["body"], "createdAt": row["created_at"]}
+def notice_json(row: Row, *, author: bool = True) -> dict[str, Any]:
+    """A notice; without `authorDid` for a reader who may not see the community's members."""
+    out = {"id": str(row["id"]), "communityDid": row["community_did"], "authorDid": row["author_did"],
+           "text": row["body"], "createdAt": row["created_at"]}
+    if not author:
+        del out["authorDid"]
+    return out
 
 
-async def visible_community(app: Application, ident: str, actor: Actor) -> Community:
-    """The community `ident` (DID or handle) if `actor` may see it; else 404, as if unknown."""
+async def visible_community(app: Application, ident: str, actor: Actor) -> tuple[Community, Visibility]:
+    """The community `ident` (DID or handle) if `actor` may read its board (its records),
+    else 404 as if unknown; with what `actor` may see of it (`Visibility.members`: who wrote
+    each notice). The communities service decides both, as for its own pages."""
     community = await communities(app).community(ident)
-    if community is None or not await communities(app).may_see(actor, community.did):
+    seen = None if community is None else await communities(app).visibility(
+        community.did, actor.did or None, app_id=actor.app_id, proven=actor.proven)
+    if community is None or seen is None or not seen.records:
         raise ApiError(404, "community_not_found", f"No community {ident[:200]} here.")
-    return community
+    return community, seen
 
 
 async def post_notice(app: Application, community: Community, author_did: str, text: Any, *,
@@ -81,6 +89,8 @@ async def remove_notice(app: Application, community: Community, notice_id: str, 
                                         target_did=row["author_did"], details={"noticeId": str(row["id"])})
 
 
-async def latest(app: Application, community: Community, *, limit: int,
-                 before_id: int | None = None) -> list[dict[str, Any]]:
-    return [notice_json(r) for r in await store.latest(app.db, community.did, limit=limit, before_id=before_id)]
+async def latest(app: Application, community: Community, *, limit: int, before_id: int | None = None,
+                 authors: bool = True) -> list[dict[str, Any]]:
+    """The newest notices; `authors` False: without who wrote them (`notice_json`)."""
+    return [notice_json(r, author=authors)
+            for r in await store.latest(app.db, community.did, limit=limit, before_id=before_id)]

@@ -11,8 +11,11 @@ from daemon.plugin import (DATETIME, DID, DID_PATTERN, NO_CONTENT, STRING, Actor
 from commonroom_noticeboard import board
 
 NOTICES = r"/api/v1/communities/" + DID_PATTERN + r"/notices"
-NOTICE = obj({"id": STRING, "communityDid": DID, "authorDid": DID, "text": STRING, "createdAt": DATETIME},
-             ["id", "communityDid", "authorDid", "text", "createdAt"])
+NOTICE = obj({"id": STRING, "communityDid": DID,
+              "authorDid": {**DID, "description": "who wrote it; absent where the community hides its members "
+                                                  "from the reader (rosterVisibility)"},
+              "text": STRING, "createdAt": DATETIME},
+             ["id", "communityDid", "text", "createdAt"])
 
 
 class NoticesHandler(BaseHandler):
@@ -28,9 +31,11 @@ class NoticesHandler(BaseHandler):
                responses={200: page("notices", NOTICE)}, errors={404: "community_not_found"})
     async def get(self, raw_did: str) -> None:
         viewer = self.get_query_argument("viewerDid", "") or ""
-        community = await board.visible_community(self.app, unquote(raw_did), Actor(viewer, self.principal.app_id))
+        community, seen = await board.visible_community(self.app, unquote(raw_did),
+                                                        Actor(viewer, self.principal.app_id))
         limit, cursor = self.page_params(1, "i")
-        notices = await board.latest(self.app, community, limit=limit, before_id=cursor[0] if cursor else None)
+        notices = await board.latest(self.app, community, limit=limit, before_id=cursor[0] if cursor else None,
+                                     authors=seen.members)
         out: dict = {"notices": notices}
         if len(notices) == limit:
             out["cursor"] = encode_cursor([int(notices[-1]["id"])])
@@ -43,7 +48,8 @@ class NoticesHandler(BaseHandler):
     async def post(self, raw_did: str) -> None:
         body = self.json_body()
         author = require_did(body.get("authorDid"), "authorDid")
-        community = await board.visible_community(self.app, unquote(raw_did), Actor(author, self.principal.app_id))
+        community, _ = await board.visible_community(self.app, unquote(raw_did),
+                                                     Actor(author, self.principal.app_id))
         await prove_acting_user(self, author, required=True)   # a member-only action: always proven
         notice = await board.post_notice(self.app, community, author, body.get("text"),
                                          app_id=self.principal.app_id)
@@ -64,7 +70,7 @@ class NoticeHandler(BaseHandler):
         body = self.json_body()
         who = require_did(body.get("moderatorDid"), "moderatorDid")
         actor = Actor(who, self.principal.app_id, proven=await prove_acting_user(self, who, required=True))
-        community = await board.visible_community(self.app, unquote(raw_did), actor)
+        community, _ = await board.visible_community(self.app, unquote(raw_did), actor)
         await board.remove_notice(self.app, community, notice_id, actor)
         self.set_status(204)
         self.finish()

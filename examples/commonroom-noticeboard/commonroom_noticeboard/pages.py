@@ -18,22 +18,23 @@ class BoardPage(PageHandler):
 
     async def get(self, ident: str) -> None:
         me = self.me
-        community = await board.visible_community(self.app, ident, Actor(me["did"] if me else "", None))
-        notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size)
-        membership = await board.communities(self.app).membership(community.did, me["did"]) if me else None
+        community, seen = await board.visible_community(self.app, ident, Actor(me["did"] if me else "", None))
+        notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size,
+                                     authors=seen.members)
         self.render_page("board.html", title=f"Noticeboard of {community.name}", community=community,
-                         notices=notices, can_post=bool(membership and membership.is_member), error=None,
+                         notices=notices, can_post=seen.status.is_member, error=None,
                          max_length=self.app.config.plugin("noticeboard").max_length)
 
     async def submit(self, ident: str) -> None:
         assert self.me is not None  # a form's POST always has a session
-        community = await board.visible_community(self.app, ident, Actor(self.me["did"], None, proven=True))
+        community, seen = await board.visible_community(self.app, ident, Actor(self.me["did"], None, proven=True))
         try:
             await board.post_notice(self.app, community, self.me["did"], self.form.get("text", ""), app_id=None)
         except ApiError as exc:
             if exc.status not in (400, 403, 429):
                 raise
-            notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size)
+            notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size,
+                                         authors=seen.members)
             self.render_page("board.html", title=f"Error: Noticeboard of {community.name}", status=exc.status,
                              community=community, notices=notices, can_post=exc.status != 403,
                              error=exc.message, text=self.form.get("text", ""),

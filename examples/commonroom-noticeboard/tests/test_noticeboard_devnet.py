@@ -101,6 +101,35 @@ async def test_the_board_is_a_page_in_the_site_linked_from_the_community_page(ap
     assert "Tea after choir" in after and "Your notice is on the board." in after
 
 
+async def test_a_board_names_its_authors_only_to_those_who_may_see_the_members(app, client, devnet, people):
+    """The communities service decides (`visibility`), for the board's page and its API as
+    for the site's own member list: where the members are hidden, a notice's text shows and
+    its author does not."""
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    community = await api.create(alice, "Quiet club", rosterVisibility="members")
+    assert (await api.join(community["did"], bob["did"])).status == 201
+    service = (await client.get("/api/v1/method-ids")).json()["serviceDid"]
+    club = {"api": api, "community": community, "service": service}
+    assert (await post(club, devnet, bob, "Quiet notice")).status == 201
+    handle = community["handle"]
+
+    signed_out = (await client.get(f"/c/{handle}/notices")).text
+    assert "Quiet notice" in signed_out and bob["did"] not in signed_out
+    as_bob = await login_as(app, bob["did"], bob["handle"])
+    member_view = (await client.get(f"/c/{handle}/notices", headers={"Cookie": f"sid={as_bob.sid}"})).text
+    assert "Quiet notice" in member_view and bob["did"] in member_view
+
+    other = await Api.make(app, client, owner="did:plc:otherowner")
+    [seen] = (await other.get(other.path(community["did"], "/notices"))).json()["notices"]
+    assert seen["text"] == "Quiet notice" and "authorDid" not in seen
+    # an unproven viewerDid is any DID the app chose: it shows no author either
+    [named] = (await other.get(other.path(community["did"], "/notices"), viewerDid=bob["did"])).json()["notices"]
+    assert "authorDid" not in named
+    [trusted] = (await api.get(api.path(community["did"], "/notices"))).json()["notices"]
+    assert trusted["authorDid"] == bob["did"]   # the community's own app sees its members
+
+
 async def test_moderators_remove_notices_and_the_history_says_so(app, client, devnet, people):
     club = await make_club(app, client, people)
     api, did = club["api"], club["community"]["did"]
