@@ -26,7 +26,11 @@ Fixtures, by module:
   them) and `devnet_module_fixtures()`.
 - `commonroom_testing.webhooks`: ``webhook_receiver`` (receivers on loopback that verify
   deliveries with `standardwebhooks`); `subscribe`, `LOOPBACK_TARGETS`.
-- `commonroom_testing.http`: `Client`, `login_as`, `register_app` (helpers, not fixtures).
+- `commonroom_testing.follower`: ``follower_app`` (a follower of the primary ``app`` on a
+  copy of its database: `app_key` and your own code write on the primary, `start` starts
+  the follower and its client).
+- `commonroom_testing.http`: `Client`, `login_as`, `register_app`, `serve_app` (helpers,
+  not fixtures).
 
 Markers: ``pds`` (needs the devnet), ``browser``, ``slow``.
 """
@@ -41,6 +45,7 @@ pytest_plugins = [
     "commonroom_testing.atproto",
     "commonroom_testing.communities",
     "commonroom_testing.webhooks",
+    "commonroom_testing.follower",
 ]
 
 MARKERS = (

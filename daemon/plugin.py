@@ -25,7 +25,7 @@ from daemon.atproto.syntax import (nsid_problem, is_at_uri, is_cid, is_datetime,
                                    require_nsid, require_rkey)
 from daemon.atproto.writes import (DROP_UNWRITTEN, KEEP, ROLL_BACK, Command, Intent, Plan, Run, WriteKind, pds,
                                    roll_back)
-from daemon.base import ApiError, Clock, FakeClock, KeyedLocks, Principal, iso
+from daemon.base import Alarm, ApiError, Clock, FakeClock, KeyedLocks, Principal, iso
 from daemon.http.base import (SERVER_HEADER, SID_COOKIE, BaseHandler, RequestLogic, decode_cursor, encode_cursor,
                               encode_json, error_for, invalid, strip_spoofing, validate)
 from daemon.http.lean import LeanHandler
@@ -105,7 +105,7 @@ __all__ = [
     # background clean-up in bounded batches
     "prune_in_batches", "PRUNE_BATCH", "PRUNE_PAUSE_SECONDS",
     # time
-    "Clock", "FakeClock", "iso",
+    "Clock", "FakeClock", "Alarm", "iso",
     # the command line
     "fail", "progress", "add_json_flag", "print_rows",
     # tests

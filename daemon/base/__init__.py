@@ -147,6 +147,57 @@ class FakeClock(Clock):
         await future  # cancelling the sleep cancels the future; advance skips it
 
 
+class Alarm:
+    """Sleep until a deadline, or until an earlier one is set: the loop of background work
+    that acts at a time (a poll that closes at T, a ban that expires), woken when new work
+    comes due sooner. Times are seconds of `clock.time()` (the wall clock; a `FakeClock`
+    moves it with ``advance``). `Application.spawn_deadlines` runs such a loop for you::
+
+        alarm = Alarm(app.clock)
+        while True:
+            alarm.set(await next_closing_time())   # None: nothing due, sleep until woken
+            await alarm.wait()                      # returns at the deadline or when woken
+            await close_due_polls()
+
+    and elsewhere, when a poll closing sooner is created: ``alarm.set(poll.closes_at)``."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._due: float | None = None
+        self._changed = asyncio.Event()
+
+    @property
+    def due(self) -> float | None:
+        """The deadline the next `wait` returns at (None: none set)."""
+        return self._due
+
+    def set(self, at: float | None) -> None:
+        """Wake at `at` (seconds of ``clock.time()``), or earlier if an earlier deadline is
+        set already; None changes nothing. A deadline in the past wakes at once."""
+        if at is not None and (self._due is None or at < self._due):
+            self._due = at
+            self._changed.set()
+
+    def wake(self) -> None:
+        """Wake the waiting loop now (it looks for work again)."""
+        self._due = self._clock.time()
+        self._changed.set()
+
+    async def wait(self) -> None:
+        """Return when the deadline has come (clearing it) or `wake` was called; with no
+        deadline, sleep until one is set."""
+        while True:
+            self._changed.clear()
+            if self._due is None:
+                await self._changed.wait()
+                continue
+            remaining = self._due - self._clock.time()
+            if remaining <= 0:
+                self._due = None
+                return
+            await self._clock.wait(self._changed, remaining)
+
+
 def iso(ts: float) -> str:
     """ISO 8601 UTC with milliseconds and a Z, the shape atproto records use."""
     d = dt.datetime.fromtimestamp(ts, tz=dt.timezone.utc)

@@ -17,7 +17,7 @@ import pluggy
 import tornado.web
 
 from daemon.http import apidocs
-from daemon.base import Clock
+from daemon.base import Alarm, Clock
 from daemon.runtime.config import Config, ConfigError
 from daemon.runtime.declarations import Declarations, EventKind, check_user_methods, collect as collect_declarations
 from daemon.http.base import BaseHandler, FirstResult, HealthHandler, NotFoundHandler
@@ -416,6 +416,31 @@ class Application(tornado.web.Application):
                 await self.clock.sleep(interval)
 
         return self.spawn(loop(), name=name)
+
+    def spawn_deadlines(self, name: str, work: Callable[[], Awaitable[float | None]], *,
+                        retry_seconds: float = 60.0, writes: bool = True) -> Alarm | None:
+        """Run ``await work()`` now and again at each deadline it answers (seconds of
+        ``clock.time()``; None: none until woken), as a background task; returns the
+        `Alarm`, whose ``set(at)`` brings the next run earlier (``alarm.set(poll.closes_at)``
+        when a poll closing sooner is created) and ``wake()`` runs it now. An exception is
+        logged and the work runs again after `retry_seconds`. Work that `writes` (the
+        default) does not run on a follower (``app.read_only``): None is returned there, and
+        the primary does the work."""
+        if writes and self.read_only:
+            return None
+        alarm = Alarm(self.clock)
+
+        async def loop() -> None:
+            while True:
+                try:
+                    alarm.set(await work())
+                except Exception:
+                    log.exception("background work %s failed; retrying in %.0f s", name, retry_seconds)
+                    alarm.set(self.clock.time() + retry_seconds)
+                await alarm.wait()
+
+        self.spawn(loop(), name=name)
+        return alarm
 
     # ---------------------------------------------------------------- in-flight requests
 

@@ -267,7 +267,11 @@ def cr_startup(app: "Application") -> Awaitable[None] | None:
     """Start background work, after migrations and before the server accepts requests.
 
     :return: None or an awaitable; all are awaited. Long-running loops must be started as
-        tasks (``app.spawn(...)``), not awaited here.
+        tasks, not awaited here: ``app.spawn(coro, name)``, ``app.spawn_periodic(name,
+        interval, work)`` or ``app.spawn_deadlines(name, work)`` (docs/plugins.md,
+        "Background work"). It runs on a follower too, whose store is read-only
+        (``app.read_only``): start no work that writes there (``spawn_deadlines`` skips it
+        itself). Not called for an operator's command (`cr_cli_commands`).
     """
 
 
@@ -442,6 +446,10 @@ def cr_cli_commands() -> dict[str, Any] | None:
     """Add subcommands to the ``commonroom`` command line.
 
     :return: ``{name: (help, add_arguments(parser) | None, run(app, args) -> awaitable)}``.
-        ``run`` gets a fully started application (migrated store, no HTTP server) and its
-        result, if an int, is the exit status.
+        ``run`` gets an application that is built but not started: its store migrated
+        (checked, on a follower), its services, routes and declarations in place, and no
+        HTTP server, no `cr_startup` and no background work (nothing spawned, no
+        reconciler, no sync, no webhook delivery), so a command never races the daemon's
+        loops; it is shut down when ``run`` returns. Its result, if an int, is the exit
+        status. On a follower the store is read-only: a command that writes fails there.
     """

@@ -34,3 +34,15 @@ async def test_disabling_the_plugin_removes_its_route(app, client):
     assert not app.pm.has_plugin("hello")
     resp = await client.get("/hello")
     assert resp.status == 404 and resp.json()["error"] == "not_found", resp.text
+
+
+async def test_a_follower_greets_from_its_copy_and_sends_writes_to_the_primary(app, follower_app):
+    """On a follower (`server.role: follower`) the plugin serves its read; its database is
+    read-only, so a write anywhere would fail the request, and a write request goes to the
+    primary before any handler runs."""
+    key = await follower_app.app_key(owner="did:plc:helloowner")    # on the primary, its own way
+    follower = await follower_app.start()
+    resp = await follower.client.get("/hello")
+    assert resp.status == 200 and resp.json() == {"greeting": "hello", "events": []}
+    moved = await follower.client.post("/hello", api_key=key["apiKey"], json={})
+    assert moved.status == 307 and moved.json()["error"] == "use_primary"

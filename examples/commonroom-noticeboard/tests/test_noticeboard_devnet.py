@@ -130,6 +130,32 @@ async def test_a_board_names_its_authors_only_to_those_who_may_see_the_members(a
     assert trusted["authorDid"] == bob["did"]   # the community's own app sees its members
 
 
+async def test_a_follower_shows_the_board_and_posts_nothing(app, client, devnet, people, follower_app):
+    """On a follower the board reads from its copy; a notice posted there (the API or the
+    page's form) goes to the primary, and nothing is written: no SQL on the core's tables,
+    only the plugin's own API."""
+    club = await make_club(app, client, people)
+    api, did, handle = club["api"], club["community"]["did"], club["community"]["handle"]
+    assert (await post(club, devnet, club["bob"], "Written on the primary")).status == 201
+    follower = await follower_app.start()
+
+    listed = await follower.client.get(api.path(did, "/notices"), api_key=api.key)
+    assert [n["text"] for n in listed.json()["notices"]] == ["Written on the primary"]
+    moved = await follower.client.post(api.path(did, "/notices"), api_key=api.key,
+                                       json={"authorDid": club["bob"]["did"], "text": "Here?"},
+                                       headers=proof(devnet, club["service"], club["bob"], POST))
+    assert moved.status == 307 and moved.json()["error"] == "use_primary", moved.text
+    bob = await login_as(app, club["bob"]["did"], club["bob"]["handle"])   # the session reaches the copy
+    follower_copy = await follower_app.start()
+    form = await follower_copy.client.post(f"/c/{handle}/notices", body=f"_csrf={bob.csrf}&text=Here",
+                                           headers={"Cookie": f"sid={bob.sid}",
+                                                    "Content-Type": "application/x-www-form-urlencoded"})
+    assert form.status == 307 and form.headers["Location"].endswith(f"/c/{handle}/notices")
+    for reader in (follower.client, follower_copy.client, client):
+        again = await reader.get(api.path(did, "/notices"), api_key=api.key)
+        assert [n["text"] for n in again.json()["notices"]] == ["Written on the primary"]
+
+
 async def test_moderators_remove_notices_and_the_history_says_so(app, client, devnet, people):
     club = await make_club(app, client, people)
     api, did = club["api"], club["community"]["did"]
