@@ -360,6 +360,16 @@ def main(argv: list[str] | None = None) -> int:
                          help="restore without checking the backup's signature (a backup written "
                               "without storage.backup_key or secret_key; check its origin yourself)")
     add_replication_commands(sub)
+    lexicons = sub.add_parser(
+        "lexicons", help="check (or write) the plugins' method lexicons against their routes",
+        description="Make each plugin's query and procedure lexicons (cr_lexicons) from its routes' "
+                    "declarations and compare them with the files: a difference is named by its field "
+                    "(exit status 1). --write writes the files instead. The configured database is not "
+                    "touched.")
+    what = lexicons.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true", help="compare (the default)")
+    what.add_argument("--write", action="store_true", help="write the files from the routes")
+    lexicons.add_argument("--plugin", metavar="NAME", help="only this plugin's lexicons")
     plugin_commands: dict[str, Any] = {}
     for commands in pm.hook.cr_cli_commands():
         for name, (help_text, add_args, run) in (commands or {}).items():
@@ -392,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
             return run_litestream(config)
         if args.command == "serve":
             return asyncio.run(serve(config, pm))
+        if args.command == "lexicons":
+            from daemon.runtime import lexicon_files
+            return asyncio.run(lexicon_files.run(config, pm, write=args.write, only=args.plugin))
         return asyncio.run(run_plugin_command(config, pm, plugin_commands[args.command], args))
     except ConfigError as exc:
         print(f"commonroom: configuration error: {exc}", file=sys.stderr)
