@@ -38,6 +38,7 @@ from daemon.runtime.config import ConfigError, check_range
 from daemon.runtime.declarations import SLOTS, Capability, EventKind, Link, WebFolders, declared
 from daemon.runtime.events import (EVENT_TYPES, AppSet, Audience, Event, Outbox, decide_audience, emit_tx,
                                    event_data_for)
+from daemon.runtime.dates import moment, when
 from daemon.runtime.pages import CSRF_FIELD, FORM_TYPE, PageHandler, PageNameError, SignInRequired, safe_next
 from daemon.runtime.retention import BATCH as PRUNE_BATCH, PAUSE_SECONDS as PRUNE_PAUSE_SECONDS, prune_in_batches
 from daemon.runtime.services import (DID_PATTERN, AppsService, CommunitiesService, Community, OAuthService, Visibility,
@@ -71,6 +72,7 @@ __all__ = [
     "RequestLogic", "SERVER_HEADER", "encode_json", "error_for",
     # pages for people (the web plugin draws them in the site's layout)
     "PageHandler", "PageNameError", "SignInRequired", "CSRF_FIELD", "FORM_TYPE", "safe_next", "WebFolders", "Link", "SLOTS",
+    "when", "moment",
     # validation of input
     "validate", "invalid", "strip_spoofing", "is_did", "is_handle", "is_nsid", "is_tid", "is_rkey", "is_at_uri", "is_cid",
     "is_datetime", "require_did", "require_handle", "require_nsid", "require_rkey", "require_at_uri",

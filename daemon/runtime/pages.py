@@ -164,6 +164,18 @@ class PageHandler(BaseHandler):
             return None
         return {"did": self.principal.did, "handle": self.principal.handle or self.principal.did}
 
+    async def person_names(self, dids: Any) -> dict[str, str]:
+        """How the site names people, for a page of yours: ``{did: handle}`` from the
+        profile cache the member pages read (the communities service's `profiles`), the
+        DID itself for a person the site does not know (or without the communities plugin).
+        Ask only for people the viewer may see (`CommunitiesService.visibility`)."""
+        wanted = list(dict.fromkeys(dids))
+        known: dict[str, Any] = {}
+        service = getattr(self.app, "communities", None)
+        if service is not None and wanted:
+            known = await service.profiles(wanted[:1000])
+        return {did: ((known.get(did) or {}).get("handle") or did) for did in wanted}
+
     def next_path(self) -> str:
         """Where to come back to after signing in: the page itself, or for a form, the
         page the form belongs to (`form_page`)."""
@@ -172,8 +184,11 @@ class PageHandler(BaseHandler):
         return self.form_page()
 
     def form_page(self) -> str:
-        """The page a POST route's form is on (where to return after the POST)."""
-        return "/"
+        """The page a POST route's form is on: where a visitor whose session had ended
+        returns after signing in (`next_path`). By default the page itself (the form posts
+        to the page it is on, ``<form method="post">`` without an action); override it for
+        a form that posts to a route of its own (return the page that shows the form)."""
+        return safe_next(self.request.path) or "/"
 
     def render_page(self, template: str, *, title: str, status: int = 200,
                     sign_in_form: bool = False, **values: Any) -> None:

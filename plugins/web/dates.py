@@ -1,41 +1,5 @@
-"""One way to write a moment on every page: "23 Nov 2026, 20:40 UTC". The server writes
-UTC; `app.js` rewrites each `<time data-local>` in the browser's own time zone (same
-format, the zone's short name instead of UTC), so without scripts a person reads UTC."""
+"""The site's way to write a moment, now the core's (`daemon.runtime.dates`, public as
+``daemon.plugin.when`` and ``daemon.plugin.moment``), so plugins' pages write dates as the
+site's own pages do."""
 
-from __future__ import annotations
-
-from datetime import datetime, timezone
-
-from tornado.escape import xhtml_escape
-
-FORMAT = "%-d %b %Y, %H:%M UTC"
-
-
-def parse(stamp: str) -> datetime | None:
-    try:
-        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
-
-
-def when(stamp: str | None) -> str:
-    """An ISO timestamp as text: "23 Nov 2026, 20:40 UTC" (for sentences)."""
-    if not stamp:
-        return ""
-    moment = parse(stamp)
-    return moment.strftime(FORMAT) if moment is not None else stamp
-
-
-def moment(stamp: str | None) -> str:
-    """The same as a `<time>` element the browser may show in its own time zone
-    (escaped HTML: templates write it with `{% raw %}`)."""
-    if not stamp:
-        return ""
-    parsed = parse(stamp)
-    if parsed is None:
-        return xhtml_escape(stamp)
-    iso = parsed.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return f'<time datetime="{iso}" data-local>{xhtml_escape(parsed.strftime(FORMAT))}</time>'
+from daemon.plugin import moment, when  # noqa: F401 (re-exported for the web plugin's modules)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from daemon.plugin import Actor, ApiError, PageHandler
+from daemon.plugin import Actor, ApiError, Community, PageHandler, Visibility
 
 from commonroom_noticeboard import board
 
@@ -19,11 +19,17 @@ class BoardPage(PageHandler):
     async def get(self, ident: str) -> None:
         me = self.me
         community, seen = await board.visible_community(self.app, ident, Actor(me["did"] if me else "", None))
+        notices, names = await self.notices_of(community, seen)
+        self.render_page("board.html", title=f"Noticeboard of {community.name}", community=community,
+                         notices=notices, names=names, can_post=seen.status.is_member, error=None,
+                         max_length=self.app.config.plugin("noticeboard").max_length)
+
+    async def notices_of(self, community: Community, seen: Visibility) -> tuple[list[dict], dict[str, str]]:
+        """The latest notices, with their authors only where the reader may see the members,
+        and how the site names those authors (`person_names`: their handles)."""
         notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size,
                                      authors=seen.members)
-        self.render_page("board.html", title=f"Noticeboard of {community.name}", community=community,
-                         notices=notices, can_post=seen.status.is_member, error=None,
-                         max_length=self.app.config.plugin("noticeboard").max_length)
+        return notices, await self.person_names(n["authorDid"] for n in notices if "authorDid" in n)
 
     async def submit(self, ident: str) -> None:
         assert self.me is not None  # a form's POST always has a session
@@ -33,17 +39,13 @@ class BoardPage(PageHandler):
         except ApiError as exc:
             if exc.status not in (400, 403, 429):
                 raise
-            notices = await board.latest(self.app, community, limit=self.app.config.plugin("noticeboard").page_size,
-                                         authors=seen.members)
+            notices, names = await self.notices_of(community, seen)
             self.render_page("board.html", title=f"Error: Noticeboard of {community.name}", status=exc.status,
-                             community=community, notices=notices, can_post=exc.status != 403,
+                             community=community, notices=notices, names=names, can_post=exc.status != 403,
                              error=exc.message, text=self.form.get("text", ""),
                              max_length=self.app.config.plugin("noticeboard").max_length)
             return
         self.see_other(f"/c/{quote(community.handle)}/notices", done="posted")
-
-    def form_page(self) -> str:
-        return self.request.path
 
 
 def routes() -> list[tuple]:

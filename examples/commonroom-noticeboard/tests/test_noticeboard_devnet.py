@@ -115,10 +115,11 @@ async def test_a_board_names_its_authors_only_to_those_who_may_see_the_members(a
     handle = community["handle"]
 
     signed_out = (await client.get(f"/c/{handle}/notices")).text
-    assert "Quiet notice" in signed_out and bob["did"] not in signed_out
+    assert "Quiet notice" in signed_out and bob["did"] not in signed_out and bob["handle"] not in signed_out
     as_bob = await login_as(app, bob["did"], bob["handle"])
     member_view = (await client.get(f"/c/{handle}/notices", headers={"Cookie": f"sid={as_bob.sid}"})).text
-    assert "Quiet notice" in member_view and bob["did"] in member_view
+    # named as the site names people (their handle), dated as the site dates things
+    assert "Quiet notice" in member_view and f"{bob['handle']} · <time datetime=" in member_view
 
     other = await Api.make(app, client, owner="did:plc:otherowner")
     [seen] = (await other.get(other.path(community["did"], "/notices"))).json()["notices"]
