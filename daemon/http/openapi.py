@@ -264,17 +264,25 @@ def _alternatives(group: str) -> list[str]:
     return inner.split("|") if re.fullmatch(r"[\w-]+(\|[\w-]+)+", inner) else []
 
 
-def _tag(handler: type) -> str:
+def _tag(handler: type, plugin: str | None = None) -> str:
+    """The plugin that serves the route (its registered name: ``noticeboard``, not its
+    package ``commonroom_noticeboard``); ``core`` for the daemon's own."""
+    if plugin:
+        return plugin
     parts = handler.__module__.split(".")
     if parts[0] == "plugins" and len(parts) > 1:
         return parts[1]
     return "core" if parts[0] == "daemon" else parts[0]
 
 
-def _operation_id(handler: type, method: str) -> str:
-    """``communities.api.Join.post``: module (without ``plugins.`` and ``.handlers``), class
-    (without ``Handler``), method."""
-    parts = [p for p in handler.__module__.split(".") if p not in ("plugins", "handlers")]
+def _operation_id(handler: type, method: str, plugin: str | None = None) -> str:
+    """``communities.api.Join.post``: the plugin's name, the module inside its package
+    (without ``handlers``), the class (without ``Handler``), the method; a third-party
+    plugin's ``commonroom_noticeboard.handlers.NoticesHandler`` is ``noticeboard.Notices``."""
+    parts = [p for p in handler.__module__.split(".") if p != "plugins"]
+    if plugin:
+        parts = [plugin, *parts[1:]]
+    parts = [p for p in parts if p != "handlers"]
     return ".".join([*parts, handler.__name__.removesuffix("Handler"), method])
 
 
@@ -289,7 +297,7 @@ def _security(auth: str | None, method: str) -> list[dict[str, list[str]]]:
 
 
 def build_operation(path: str, path_params: list[dict[str, Any]], handler: type, method: str,
-                    op: Operation, variant: str = "") -> dict[str, Any]:
+                    op: Operation, variant: str = "", plugin: str | None = None) -> dict[str, Any]:
     auth = getattr(handler, "auth", None)
     params = list(path_params)
     declared_params = [*(PAGE_PARAMS if op.paged else ()), *op.params]
@@ -329,9 +337,9 @@ def build_operation(path: str, path_params: list[dict[str, Any]], handler: type,
         responses[str(status)] = {"description": text or ERROR_TEXT.get(status, "Error"),
                                   "content": _media(ERROR_REF)}
     out: dict[str, Any] = {
-        "operationId": (op.operation_id or _operation_id(handler, method)) + variant,
+        "operationId": (op.operation_id or _operation_id(handler, method, plugin)) + variant,
         "summary": op.summary,
-        "tags": [_tag(handler)],
+        "tags": [_tag(handler, plugin)],
         "security": _security(auth, method),
         "responses": responses,
     }
@@ -384,8 +392,11 @@ def fill_enums(node: Any, enums: dict[str, list[str]]) -> Any:
 
 
 def build_document(routes: Sequence[tuple], *, version: str, base_url: str | None = None,
-                   namespace: str | None = None, enums: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of `routes` (as the app serves them). With `namespace`,
+                   namespace: str | None = None, enums: dict[str, list[str]] | None = None,
+                   plugins: dict[str, str] | None = None) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of `routes` (as the app serves them); `plugins`: each
+    route pattern's plugin (``app.route_plugins``), whose name tags its operations and
+    begins their ids. With `namespace`,
     each operation that acts in a user's name names its method id
     (``x-atproto-method-id``: the ``lxm`` a proof of that user carries, docs/identity.md)
     and the body or query field that names the user (``x-atproto-user-field``)."""
@@ -398,7 +409,8 @@ def build_document(routes: Sequence[tuple], *, version: str, base_url: str | Non
             variants = path_templates(pattern, handler, method)
             for path, path_params in variants:
                 variant = "." + path.rsplit("/", 1)[-1] if len(variants) > 1 else ""
-                built = build_operation(path, path_params, handler, method, op, variant)
+                built = build_operation(path, path_params, handler, method, op, variant,
+                                        (plugins or {}).get(pattern))
                 acting = _user_method(handler, method, path) if namespace else None
                 if acting is not None:
                     built["x-atproto-method-id"] = acting.id(namespace)

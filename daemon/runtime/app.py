@@ -332,7 +332,7 @@ class Application(tornado.web.Application):
             from daemon import __version__
             from daemon.http.openapi import build_document, event_webhooks
             self._openapi = build_document(self.routes, version=__version__, base_url=self.config.server.base_url,
-                                           namespace=self.config.atproto.namespace,
+                                           namespace=self.config.atproto.namespace, plugins=self.route_plugins,
                                            enums={"event_kinds": list(self.event_kinds),
                                                   "capabilities": sorted(
                                                       name for name, cap in self.declarations.capabilities.items()

@@ -21,6 +21,8 @@ async def test_its_routes_and_method_ids_are_published(client):
     doc = (await client.get("/api/v1/openapi.json")).json()
     post = doc["paths"]["/api/v1/communities/{did}/notices"]["post"]
     assert post["x-atproto-method-id"] == "com.example.noticeboard.post"
+    # grouped and named by the plugin's name, not its package's (commonroom_noticeboard)
+    assert post["tags"] == ["noticeboard"] and post["operationId"] == "noticeboard.Notices.post"
     webhooks = doc["paths"]["/api/v1/webhooks"]["post"]["requestBody"]["content"]["application/json"]
     assert "notice.posted" in webhooks["schema"]["properties"]["events"]["items"]["enum"]
     listed = {m["id"]: m for m in (await client.get("/api/v1/method-ids")).json()["methods"]}
