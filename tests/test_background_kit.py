@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from daemon.plugin import Alarm, FakeClock
+from daemon.plugin import Alarm
+from daemon.plugin.testing import FakeClock
 from tests.fixtures_webhooks import wait_until
 from tests.plugin_polls import plugin as polls_plugin
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import STRING, BaseHandler, FakeClock, UserMethod, hookimpl, obj, operation, prove_acting_user
+from daemon.plugin import STRING, BaseHandler, UserMethod, hookimpl, obj, operation, prove_acting_user
+from daemon.plugin.testing import FakeClock
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError
 

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import ApiError, FakeClock, Link, PageHandler, PageNameError, WebFolders, hookimpl
+from daemon.plugin import ApiError, Link, PageHandler, WebFolders, hookimpl
+from daemon.plugin.pages import PageNameError
+from daemon.plugin.testing import FakeClock
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError
 from tests.fixtures_communities import seed_community
@@ -184,7 +186,7 @@ async def test_a_plugins_own_refusal_gets_the_sites_permission_page(app, client)
 
 
 def test_the_slots_documentation_names_the_keys_the_community_page_slot_gets():
-    from daemon.plugin import SLOTS
+    from daemon.plugin.pages import SLOTS
     from plugins.communities.schemas import DETAILS
     community = DETAILS["properties"]["community"]["properties"]
     named = re.search(r"`community`: ([^;)]*)", SLOTS["community.page"]).group(1)

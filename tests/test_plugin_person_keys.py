@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import DID, STRING, EventKind, FakeClock, emit_tx, event_data_for, hookimpl, obj
+from daemon.plugin import DID, STRING, EventKind, emit_tx, hookimpl, obj
+from daemon.plugin.events import event_data_for
+from daemon.plugin.testing import FakeClock
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError, collect
 from daemon.runtime.plugins import build_plugin_manager

@@ -10,8 +10,9 @@ from typing import Any, Protocol
 import pytest
 
 from commonroom_testing.app import build_config
-from daemon.plugin import (STRING, Actor, ApiError, BaseHandler, Capability, CommunitiesService, ConfigError, EventKind,
-                           FakeClock, Principal, check_range, emit_tx, hookimpl, obj, operation)
+from daemon.plugin import (STRING, Actor, ApiError, BaseHandler, Capability, CommunitiesService, ConfigError,
+                           EventKind, Principal, check_range, emit_tx, hookimpl, obj, operation)
+from daemon.plugin.testing import FakeClock
 from daemon.runtime.app import create_app
 from daemon.runtime.declarations import DeclarationError, collect
 from daemon.runtime.plugins import build_plugin_manager

@@ -94,7 +94,7 @@ async def test_a_public_roster_reaches_every_app_that_sees_the_community(app, cl
 
 async def test_the_roster_rule_for_events_is_one_function(app, client):
     """The rule the events stream shares (`app_sees_roster` + `event_data_for`)."""
-    from daemon.plugin import event_data_for
+    from daemon.plugin.events import event_data_for
     creator = await make_app_key(app, client, "did:plc:alice", "creator.example.com")
     stranger = await make_app_key(app, client, "did:plc:dave", "stranger.example.com")
     await make_community(app, COMMUNITY, "open", creator_app_id=creator["appId"])

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from daemon.atproto.pds import PdsError
-from daemon.plugin import (DROP_UNWRITTEN, ROLL_BACK, ApiError, Command, Plan, WriteKind, hookimpl)
+from daemon.plugin import ApiError, hookimpl
+from daemon.plugin.atproto import DROP_UNWRITTEN, ROLL_BACK, Command, Plan, WriteKind
 
 KIND = "test.note"
 

@@ -236,7 +236,7 @@ async def prune_tx(tx: Transaction, created_before: str, below_seq: int | None, 
 
 class Outbox:
     """The events outbox (table ``events``, a core table plugins may read), as plugins reach
-    it through the plugin API (``daemon.plugin.Outbox``; docs/plugins.md, "Storage"). Events
+    it through the plugin API (``daemon.plugin.events.Outbox``; docs/plugins.md, "Storage"). Events
     are written only by ``emit_tx``, in the transaction of the change they tell of."""
 
     #: ``await Outbox.bounds(db)``: (oldest seq kept, newest seq ever written).

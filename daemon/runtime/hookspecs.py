@@ -140,7 +140,7 @@ def cr_web_folders() -> "WebFolders | None":
 
 @hookspec
 def cr_web_links() -> "list[Link] | None":
-    """Add links to named places of the site's pages (`daemon.plugin.SLOTS`: the site's
+    """Add links to named places of the site's pages (`daemon.plugin.pages.SLOTS`: the site's
     navigation, a community's page, its settings, a member's row of actions, a person's
     home). The built-in web plugin adds its own navigation the same way.
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, INTEGER, Row, STRING,
-                           encode_cursor, obj, operation, page, validate)
+from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, INTEGER, Row, STRING, encode_cursor, obj, operation,
+                           page, validate)
+from daemon.plugin.http import DATETIME_OR_NULL
 from plugins.apikeys.service import Apps, app_json, apps_of
 
 APP_ID = r"(app_[0-9a-f]{16})"

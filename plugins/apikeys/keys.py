@@ -9,7 +9,8 @@ import re
 import secrets
 from typing import Any
 
-from daemon.plugin import ApiError, AppsTable, Principal, VersionedCache, hookimpl
+from daemon.plugin import ApiError, Principal, hookimpl
+from daemon.plugin.storage import AppsTable, VersionedCache
 
 KEY_PREFIX = "cr_"
 KEY_RE = re.compile(r"cr_[0-9a-f]{64}")  # always fullmatch

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemon.plugin import AppsTable, add_json_flag, fail, print_rows
+from daemon.plugin.cli import add_json_flag, fail, print_rows
+from daemon.plugin.storage import AppsTable
 
 
 def _add_app_id(parser: argparse.ArgumentParser) -> None:

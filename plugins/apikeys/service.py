@@ -1,4 +1,4 @@
-"""The apps service (``app.apps``, the interface `daemon.plugin.AppsService`, registered
+"""The apps service (``app.apps``, the interface `daemon.plugin.services.AppsService`, registered
 through `cr_services`): the app rules, in one place for the JSON routes (/api/v1/apps) and
 the developer pages: at most `apikeys.max_apps_per_owner` active apps per owner, one active app per
 domain, keys shown once (only their hash is kept), an owner may lower an app's rate limit
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from daemon.plugin import ApiError, AppsTable, Row, VersionedCache, validate
+from daemon.plugin import ApiError, Row, validate
+from daemon.plugin.storage import AppsTable, VersionedCache
 from plugins.apikeys.keys import hash_key, new_app_id, new_key
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def app_fields(body: dict[str, Any], required: bool) -> dict[str, Any]:
 
 
 class Apps:
-    """`daemon.plugin.AppsService`, bound to one application; the routes and the developer
+    """`daemon.plugin.services.AppsService`, bound to one application; the routes and the developer
     pages call it (`apps_of(app)` within this plugin)."""
 
     def __init__(self, app: "Application") -> None:

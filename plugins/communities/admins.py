@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.plugin import ApiError, MemberStatus, Plan, Row, Run, Transaction
+from daemon.plugin import ApiError, MemberStatus, Row, Transaction
+from daemon.plugin.atproto import Plan, Run
 from plugins.communities.steps import (ADMINS, Actor, CommunityCommand, active_tx, admins_list, admins_record, audit_tx,
                                        member_status, nsid, require_manager, require_person, require_role)
 from plugins.communities import store

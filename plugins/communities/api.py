@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, LeanHandler, Row, STRING, UserMethod, encode_cursor,
-                           is_cid, obj, operation, query, require_at_uri, require_did, validate)
+from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DID, Row, STRING, UserMethod, encode_cursor, obj,
+                           operation, query, require_did, validate)
+from daemon.plugin.atproto import is_cid, require_at_uri
+from daemon.plugin.http import LeanHandler
 from plugins.communities import admins, common, invites, lifecycle, membership, policy, views
 from plugins.communities import schemas as S
 from plugins.communities.capabilities import require_capability_of
@@ -366,7 +368,7 @@ class AppVisibilityHandler(ApiBase):
         admin = require_did(body.get("adminDid") or self.get_query_argument("adminDid", None), "adminDid")
         manage = bool(validate.boolean(body, "manage", default=False)) if allow else False
         if allow:
-            from daemon.plugin import AppsTable
+            from daemon.plugin.storage import AppsTable
             target = await AppsTable.get(self.app.db, app_id)
             if target is None or not target["active"]:
                 raise ApiError(404, "app_not_found", f"No active app {app_id}.")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, Plan, Row, Run, Transaction, emit_tx
+from daemon.plugin import ApiError, Row, Transaction, emit_tx
+from daemon.plugin.atproto import Plan, Run
 from plugins.communities.membership import Removal
 from plugins.communities.steps import (Actor, active_tx, admins_list, audit_tx, member_status, require_manager,
                                        require_person)

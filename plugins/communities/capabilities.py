@@ -16,7 +16,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from daemon.plugin import ApiError, MemberStatus, validate
-from daemon.plugin import nsid_problem
+from daemon.plugin.atproto import nsid_problem
 
 # capability -> what it allows (the catalogue is fixed: custom roles pick from it)
 CATALOGUE: dict[str, str] = {

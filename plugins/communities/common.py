@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.plugin import Row, is_did, require_did, validate
-from daemon.plugin import ApiError, BaseHandler, encode_cursor, encode_json
+from daemon.plugin import ApiError, BaseHandler, encode_cursor
+from daemon.plugin.http import encode_json
 from plugins.communities import views
 from plugins.communities.config import TYPES
 from plugins.communities.steps import MemberStatus, app_sees_roster, member_status, require_community

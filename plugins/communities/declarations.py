@@ -4,7 +4,8 @@ as any other plugin's (`cr_event_kinds`, `cr_capabilities`)."""
 
 from __future__ import annotations
 
-from daemon.plugin import DATETIME_OR_NULL, DID, STRING_OR_NULL, Capability, EventKind, obj
+from daemon.plugin import DID, STRING_OR_NULL, Capability, EventKind, obj
+from daemon.plugin.http import DATETIME_OR_NULL
 from plugins.communities.capabilities import CATALOGUE, MODERATOR, PER_COLLECTION
 
 _BOOL = {"type": "boolean"}

@@ -11,8 +11,9 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import delete_account_tx
-from daemon.plugin import ROLL_BACK, ApiError, Plan, Row, Run, Transaction, emit_tx, new_tid, pds
+from daemon.plugin.atproto import delete_account_tx
+from daemon.plugin import ApiError, Row, Transaction, emit_tx
+from daemon.plugin.atproto import ROLL_BACK, Plan, Run, new_tid, pds
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, member_status, membership_proof, nsid,
                                        profile_record, require_manager, require_person, require_role, store_profile_tx)
@@ -44,7 +45,7 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
     """Provision (or bring) the account, write profile, admins and the creator's proof,
     then index it. A failure after the account exists leaves an invisible 'creating'
     row; the same request again finishes the job."""
-    from daemon.plugin import CommunityAccount, bring_own_account, fetch_handle_domain, provision_account
+    from daemon.plugin.atproto import CommunityAccount, bring_own_account, fetch_handle_domain, provision_account
 
     cfg = app.config.plugin("communities")
     await require_person(app, actor.did, "creatorDid")
@@ -238,7 +239,7 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
     """Primary admin only (:class:`DeleteCommunity`). Membership proofs stay in the repo
     (history); the account itself is not deleted: its owner keeps it (brought) or it stays
     idle (provisioned). Once the index is gone the answer is 200, whatever happens after."""
-    from daemon.plugin import forget_account
+    from daemon.plugin.atproto import forget_account
 
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)

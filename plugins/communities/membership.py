@@ -9,7 +9,9 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import NOT_FOUND, ApiError, Command, Intent, Plan, Row, Run, Transaction, emit_tx, new_tid
+from daemon.plugin import ApiError, Row, Transaction, emit_tx
+from daemon.plugin.atproto import Command, Intent, Plan, Run, new_tid
+from daemon.plugin.http import NOT_FOUND
 from plugins.communities import invites, roles
 from plugins.communities.steps import (MEMBERSHIP, PROOF, REMOVE, Actor, CommunityCommand, active_tx, admins_list,
                                        admins_record, app_manages, audit_tx, banned_tx, community_repo_for,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, cast
 
-from daemon.plugin import NOT_FOUND, Actor, ApiError, Community, MemberStatus, Visibility, encode_cursor, is_did, validate
+from daemon.plugin import Actor, ApiError, Community, MemberStatus, Visibility, encode_cursor, is_did, validate
+from daemon.plugin.http import NOT_FOUND
 from plugins.communities import (admins, bans, capabilities, common, denials, invites, lifecycle, membership, roles,
                                  steps, store, uploads, views)
 

@@ -38,7 +38,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, Intent, Principal, WriteKind
+from daemon.plugin import ApiError, Principal
+from daemon.plugin.atproto import Intent, WriteKind
 from plugins.communities import roles
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, MEMBERSHIP, PROFILE, PROOF, REMOVE,
                                        admins_list, admins_record, audit_tx, community_lock_key,
@@ -57,7 +58,7 @@ async def _active(app: "Application", did: str | None) -> bool:
 
 
 async def _repo(app: "Application", did: str) -> Any:
-    from daemon.plugin import community_repo
+    from daemon.plugin.atproto import community_repo
     return await community_repo(app, did)
 
 

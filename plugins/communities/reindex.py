@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, Callable
 
-from daemon.plugin import add_json_flag, blob_cid, fail, print_rows, progress as show_progress
+from daemon.plugin.atproto import blob_cid
+from daemon.plugin.cli import add_json_flag, fail, print_rows, progress as show_progress
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities

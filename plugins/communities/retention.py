@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from daemon.plugin import iso
-from daemon.plugin import PRUNE_BATCH as BATCH, PRUNE_PAUSE_SECONDS as PAUSE_SECONDS
+from daemon.plugin.storage import PRUNE_BATCH as BATCH, PRUNE_PAUSE_SECONDS as PAUSE_SECONDS
 from plugins.communities import store
 
 log = logging.getLogger("commonroom.retention")

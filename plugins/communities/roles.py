@@ -18,7 +18,8 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from daemon.plugin import ApiError, Intent, Plan, Row, Run, Transaction, WriteKind, emit_tx, pds
+from daemon.plugin import ApiError, Row, Transaction, emit_tx
+from daemon.plugin.atproto import Intent, Plan, Run, WriteKind, pds
 from plugins.communities.steps import (Actor, CommunityCommand, active_tx, audit_tx, community_lock_key, member_status,
                                        nsid, require_manager, require_role)
 from plugins.communities.capabilities import (BUILTIN, CATALOGUE, MAX_ROLES, MODERATOR, RESERVED, catalogue,
@@ -348,7 +349,7 @@ async def _settle(app: "Application", intent: Intent) -> str | None:
     community = await store.get_community(app.db, did)
     done: list[str] = []
     if community is not None and community["state"] == "active":
-        from daemon.plugin import community_repo
+        from daemon.plugin.atproto import community_repo
         done.append(await put_from_index(app, await community_repo(app, did), did))
     async with app.db.transaction("communities.reconcile") as tx:
         if not await app.writes.finish_tx(tx, intent, settling=True):

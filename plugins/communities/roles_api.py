@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import BOOLEAN, DID, STRING, UserMethod, arr, enum_of, obj, operation
+from daemon.plugin import BOOLEAN, DID, STRING, UserMethod, arr, obj, operation
+from daemon.plugin.http import enum_of
 from plugins.communities import common, roles
 from plugins.communities import schemas as S
 from plugins.communities.denials import audit_denials

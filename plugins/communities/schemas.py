@@ -3,8 +3,8 @@ the commands), for the handlers' OpenAPI declarations."""
 
 from __future__ import annotations
 
-from daemon.plugin import (ANY, BOOLEAN, DATETIME, DATETIME_OR_NULL, DID, INTEGER, STRING, STRING_OR_NULL,
-                           arr, nullable, obj, page, query)
+from daemon.plugin import BOOLEAN, DATETIME, DID, INTEGER, STRING, STRING_OR_NULL, arr, nullable, obj, page, query
+from daemon.plugin.http import ANY, DATETIME_OR_NULL
 
 TYPE = {"type": "string", "enum": ["open", "admin-approved", "private"]}
 URL_OR_NULL = {"type": ["string", "null"], "description": "an image URL, or null"}

@@ -39,8 +39,11 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import unquote
 
-from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, AppSet, Audience, MemberStatus
-from daemon.plugin import ApiError, Command, Reader, Row, Transaction, is_did, pds
+from daemon.plugin import Actor, MemberStatus
+from daemon.plugin.events import AppSet, Audience
+from daemon.plugin.http import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN
+from daemon.plugin import ApiError, Reader, Row, Transaction, is_did
+from daemon.plugin.atproto import Command, pds
 from daemon.plugin import Visibility
 from plugins.communities import store
 
@@ -107,13 +110,13 @@ async def audit_tx(app: "Application", tx: Transaction, community_did: str, acti
 
 async def community_repo_for(app: "Application", did: str) -> Any:
     """The community account's repo client (502 rather than any other error)."""
-    from daemon.plugin import community_repo
+    from daemon.plugin.atproto import community_repo
     return await pds(community_repo(app, did))
 
 
 async def fetch_profile(app: "Application", did: str) -> tuple[str | None, str | None, str | None] | None:
     """(handle, displayName, avatar URL) of a user, best effort and time-bounded."""
-    from daemon.plugin import read_user_profile, resolve_identity
+    from daemon.plugin.atproto import read_user_profile, resolve_identity
 
     timeout = app.config.plugin("communities").profile_fetch_timeout_seconds
 
@@ -152,7 +155,7 @@ async def require_person(app: "Application", did: str, field: str) -> None:
     """`did` names a real person before it is written to the PDS or the index: a strict
     did:plc / did:web whose document resolves (cached; 400 ``invalid_request`` /
     ``unsupported_did`` / ``unknown_did``, 502 if the directory cannot be reached)."""
-    from daemon.plugin import require_known_did
+    from daemon.plugin.atproto import require_known_did
     await require_known_did(app, did, field)
 
 

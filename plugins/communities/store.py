@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any, Iterable, NamedTuple, Sequence
 
-from daemon.plugin import Reader, Row, Transaction, narrowed
+from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin.storage import narrowed
 
 
 # ==================================================================

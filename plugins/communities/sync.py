@@ -30,8 +30,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import ApiError, Intent, WriteKind
-from daemon.plugin import Interest, Reader, SyncEvent, Transaction, record_account_status_tx
+from daemon.plugin import ApiError
+from daemon.plugin.atproto import Intent, WriteKind
+from daemon.plugin import Reader, Transaction
+from daemon.plugin.atproto import Interest, SyncEvent, record_account_status_tx
 from plugins.communities.steps import (ADMINS, CREATE, DELETE, PROFILE, Actor, admins_list, audit_tx, community_lock,
                                        community_repo_for, member_status, nsid)
 from plugins.communities import store
@@ -176,7 +178,7 @@ async def _own_record(app: "Application", did: str, rkey: str) -> dict[str, Any]
     """The person's membership record at `rkey`, read from their own PDS (as their DID
     document names it): the stream's word is checked against the repo before anyone joins
     or leaves because of it."""
-    from daemon.plugin import get_record, resolve_did
+    from daemon.plugin.atproto import get_record, resolve_did
     info = await resolve_did(app, did)
     if not info.pds_url:
         raise ApiError(400, "no_pds", f"{did} names no PDS")
@@ -206,7 +208,7 @@ async def _leave(app: "Application", intent: Intent) -> str:
 
 
 async def _identity(app: "Application", intent: Intent) -> str:
-    from daemon.plugin import resolve_did
+    from daemon.plugin.atproto import resolve_did
     did = intent.payload["did"]
     info = await resolve_did(app, did, fresh=True)
     if info.handle is None:
@@ -217,7 +219,7 @@ async def _identity(app: "Application", intent: Intent) -> str:
 
 
 async def _profile(app: "Application", intent: Intent) -> str:
-    from daemon.plugin import read_user_profile, resolve_did
+    from daemon.plugin.atproto import read_user_profile, resolve_did
     did = intent.payload["did"]
     info = await resolve_did(app, did)
     profile = await read_user_profile(app, did) or {}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from daemon.plugin import ApiError, Row, pds
+from daemon.plugin import ApiError, Row
+from daemon.plugin.atproto import pds
 from plugins.communities import lifecycle, steps
 from plugins.communities.images import clean_image
 from plugins.communities.steps import Actor
@@ -32,7 +33,7 @@ async def set_image(app: "Application", community: Row, actor: Actor, kind: str,
     image = await clean_image(data, kind, limit)
     repo = await steps.community_repo_for(app, community["did"])
     blob = await pds(repo.upload_blob(image.data, image.mime))
-    from daemon.plugin import blob_cid
+    from daemon.plugin.atproto import blob_cid
     await lifecycle.update_profile(app, community, actor,
                                  **{kind: (blob_cid(blob), image.mime, len(image.data))})
 
@@ -41,7 +42,7 @@ async def profile_banner(app: "Application", user_did: str) -> bytes:
     """The user's own Bluesky banner, streamed: at most `max_upload_bytes` are read (413
     beyond), and the whole fetch is bounded by `communities.banner_fetch_timeout_seconds`.
     404 `no_profile_banner` when their profile has none."""
-    from daemon.plugin import read_user_profile
+    from daemon.plugin.atproto import read_user_profile
     profile = await pds(read_user_profile(app, user_did))
     url = (profile or {}).get("banner")
     if not url:

@@ -7,7 +7,8 @@ import json
 from typing import Any
 
 from plugins.communities.steps import MemberStatus
-from daemon.plugin import Row, blob_url
+from daemon.plugin import Row
+from daemon.plugin.atproto import blob_url
 
 
 def image_url(row: Row, image: str) -> str | None:

@@ -246,7 +246,7 @@ class AppGrantHandler(WebBase):
         self.send_json(await admins.allow_app(self.app, row, app_id, self.me, False))
 
     async def _require_app(self, app_id: str) -> None:
-        from daemon.plugin import AppsTable
+        from daemon.plugin.storage import AppsTable
         target = await AppsTable.get(self.app.db, app_id)
         if target is None or not target["active"]:
             raise ApiError(404, "app_not_found", f"No active app {app_id}.")

@@ -13,10 +13,12 @@ import tornado.iostream
 import tornado.websocket
 
 from daemon.plugin import is_did
-from daemon.plugin import (SERVER_HEADER, ApiError, RequestLogic, BaseHandler, decode_cursor, encode_cursor,
-                           encode_json, error_for)
-from daemon.plugin import CURSOR, DID, STRING, Response, arr, obj, operation, query
-from daemon.plugin import NOT_FOUND, CommunitiesService
+from daemon.plugin import ApiError, BaseHandler, encode_cursor
+from daemon.plugin.http import SERVER_HEADER, RequestLogic, decode_cursor, encode_json, error_for
+from daemon.plugin import DID, STRING, arr, obj, operation, query
+from daemon.plugin.http import CURSOR, Response
+from daemon.plugin import CommunitiesService
+from daemon.plugin.http import NOT_FOUND
 from plugins.events.stream import (CLOSE_CURSOR_EXPIRED, MAX_LIMIT, MAX_WAIT, EventStream, Filter, Subscriber,
                                    event_message, parse_kinds, stream_of)
 

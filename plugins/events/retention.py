@@ -9,7 +9,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from daemon.plugin import iso
-from daemon.plugin import Outbox
+from daemon.plugin.events import Outbox
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

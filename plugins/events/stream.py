@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from daemon.plugin import ApiError, encode_cursor, hookimpl
-from daemon.plugin import AppSet, Audience, EventKind, event_data_for
-from daemon.plugin import Outbox
+from daemon.plugin import EventKind
+from daemon.plugin.events import AppSet, Audience, event_data_for
+from daemon.plugin.events import Outbox
 from daemon.plugin import Row
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon.plugin import SID_COOKIE, authenticate_session, hookimpl
+from daemon.plugin import hookimpl
+from daemon.plugin.security import SID_COOKIE, authenticate_session
 from plugins.oauth import handlers
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.grants import OAuthState, oauth_state

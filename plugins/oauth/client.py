@@ -27,7 +27,9 @@ import httpx
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from daemon.plugin import ApiError, RequestRefused, resolve_did, resolve_identity
+from daemon.plugin import ApiError
+from daemon.plugin.atproto import resolve_did, resolve_identity
+from daemon.plugin.security import RequestRefused
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import ClientKeys
 

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, cast
 import httpx
 from joserfc.jwk import ECKey
 
-from daemon.plugin import ApiError, KeyedLocks, Row, Transaction, end_session
+from daemon.plugin import ApiError, Row, Transaction
+from daemon.plugin.atproto import KeyedLocks
+from daemon.plugin.security import end_session
 from plugins.oauth.client import OAuthClient, OAuthError, ServerMeta, TokenSet, origin_of
 from plugins.oauth.config import OAuthConfig
 from plugins.oauth.keys import dump_private, load_client_keys, load_private

@@ -12,9 +12,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
-from daemon.plugin import (BOOLEAN, STRING, STRING_OR_NULL, ApiError, BaseHandler, Response, arr, clear_session_cookies,
-                           create_session, end_session, error_or_page, obj, operation, query, read_user_profile,
-                           redirect, resolve_did, safe_next, set_session_cookies)
+from daemon.plugin import BOOLEAN, STRING, STRING_OR_NULL, ApiError, BaseHandler, arr, obj, operation, query
+from daemon.plugin.atproto import read_user_profile, resolve_did
+from daemon.plugin.http import Response, error_or_page, redirect
+from daemon.plugin.pages import safe_next
+from daemon.plugin.security import clear_session_cookies, create_session, end_session, set_session_cookies
 from plugins.oauth.client import (CALLBACK_PATH, JWKS_PATH, METADATA_PATH, OAuthError, ServerMeta,
                                   origin_of, pkce_pair)
 from plugins.oauth.grants import oauth_state

@@ -35,8 +35,8 @@ def cr_routes(app: Any) -> list[tuple]:
 
 @hookimpl
 def cr_services(app: Any) -> dict[Any, Any]:
-    # for other plugins: read a record, delete one as a member (daemon.plugin.RecordsService)
-    from daemon.plugin import RecordsService
+    # for other plugins: read a record, delete one as a member (daemon.plugin.services.RecordsService)
+    from daemon.plugin.services import RecordsService
     from plugins.records.service import Records
     return {RecordsService: Records(app)}
 

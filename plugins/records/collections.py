@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-from daemon.plugin import nsid_problem
+from daemon.plugin.atproto import nsid_problem
 from daemon.plugin import ApiError, Row
 from plugins.records import store
 

@@ -13,10 +13,12 @@ import json
 from typing import Any
 from urllib.parse import unquote
 
-from daemon.plugin import (ApiError, BOOLEAN, pds, BaseHandler, DATETIME, DATETIME_OR_NULL, Row, STRING,
-                           STRING_OR_NULL, UserMethod, arr, encode_cursor, invalid, is_did, new_tid,
-                           nullable, obj, operation, page, query, require_did, require_nsid, require_rkey)
-from daemon.plugin import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN, Actor, Community, CommunitiesService
+from daemon.plugin import (ApiError, BOOLEAN, BaseHandler, DATETIME, Row, STRING, STRING_OR_NULL, UserMethod, arr,
+                           encode_cursor, invalid, is_did, nullable, obj, operation, page, query, require_did)
+from daemon.plugin.atproto import pds, new_tid, require_nsid, require_rkey
+from daemon.plugin.http import DATETIME_OR_NULL
+from daemon.plugin import Actor, Community, CommunitiesService
+from daemon.plugin.http import APP_NOT_TRUSTED, NOT_FOUND, ROSTER_HIDDEN
 from plugins.records import collections, permissions, writes
 from plugins.records.collections import community_allowlist, policy
 from plugins.records import store
@@ -173,7 +175,7 @@ class RecordsBase(BaseHandler):
         return row
 
     async def repo(self, did: str) -> Any:
-        from daemon.plugin import community_repo
+        from daemon.plugin.atproto import community_repo
         return await pds(community_repo(self.app, did), refusal_is_callers=True)
 
 

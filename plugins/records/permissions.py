@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from daemon.plugin import ApiError, MemberStatus, invalid
-from daemon.plugin import nsid_problem
+from daemon.plugin.atproto import nsid_problem
 from plugins.records import store
 
 ACTIONS = ("create", "update", "delete")

@@ -1,4 +1,4 @@
-"""What other plugins may ask the records plugin (`daemon.plugin.RecordsService`): read an
+"""What other plugins may ask the records plugin (`daemon.plugin.services.RecordsService`): read an
 indexed record, and delete one as a member through the same rules and write path as the
 API's DELETE (the reports plugin removes a reported record with it)."""
 
@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import APP_NOT_TRUSTED, Actor, ApiError, CommunitiesService, pds
+from daemon.plugin import Actor, ApiError, CommunitiesService
+from daemon.plugin.atproto import pds
+from daemon.plugin.http import APP_NOT_TRUSTED
 from plugins.records import permissions, writes
 from plugins.records.collections import policy
 from plugins.records import store
@@ -51,7 +53,7 @@ class Records:
             if how != "member" and row["author_did"] != actor.did and not await communities.acts_for_admins(
                     did, actor.app_id):
                 raise APP_NOT_TRUSTED(did, actor.app_id or "-")
-            from daemon.plugin import community_repo
+            from daemon.plugin.atproto import community_repo
             repo = await pds(community_repo(app, did), refusal_is_callers=True)
             await app.writes.run(writes.RecordWrite(app, repo, writes.Write(
                 "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],

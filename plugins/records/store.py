@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from daemon.plugin import Reader, Row, Transaction, narrowed
+from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin.storage import narrowed
 
 
 # ==================================================================

@@ -29,8 +29,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from daemon.plugin import (DROP_UNWRITTEN, ApiError, Command, Intent, Plan, Run, Transaction, WriteKind,
-                           emit_tx, pds)
+from daemon.plugin import ApiError, Transaction, emit_tx
+from daemon.plugin.atproto import DROP_UNWRITTEN, Command, Intent, Plan, Run, WriteKind, pds
 from plugins.records import store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -210,7 +210,7 @@ async def settle(app: "Application", community_did: str, collection: str, rkey: 
 
 async def _read(app: "Application", write: Write) -> dict[str, Any] | None:
     """The record at the write's key in the repo, as it is now (None: no record)."""
-    from daemon.plugin import community_repo
+    from daemon.plugin.atproto import community_repo
     repo = await community_repo(app, write.community_did)
     return await repo.get_record(write.collection, write.rkey)
 

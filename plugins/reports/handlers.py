@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-from daemon.plugin import (DATETIME, DATETIME_OR_NULL, DID, DID_PATTERN, INTEGER, STRING, STRING_OR_NULL, Actor,
-                           BaseHandler, UserMethod, arr, obj, operation, prove_acting_user, query, require_did)
+from daemon.plugin import (DATETIME, DID, DID_PATTERN, INTEGER, STRING, STRING_OR_NULL, Actor, BaseHandler,
+                           UserMethod, arr, obj, operation, prove_acting_user, query, require_did)
+from daemon.plugin.http import DATETIME_OR_NULL
 
 from plugins.reports import reports
 from plugins.reports.declarations import ACTIONS, MAX_NOTE, MAX_TEXT, REASONS

@@ -14,8 +14,10 @@ import math
 from datetime import datetime
 from typing import Any
 
-from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, RecordsService, Row,
-                           emit_tx, invalid, is_at_uri, is_datetime, is_did, iso)
+from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, Row, emit_tx, invalid,
+                           is_did, iso)
+from daemon.plugin.atproto import is_at_uri, is_datetime
+from daemon.plugin.services import RecordsService
 
 from plugins.reports import store
 from plugins.reports.declarations import DAY, MAX_NOTE, MAX_TEXT, OUTCOMES, PER_DAY, REASONS

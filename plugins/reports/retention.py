@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import iso, prune_in_batches
+from daemon.plugin import iso
+from daemon.plugin.storage import prune_in_batches
 from plugins.reports import store
 
 #: Reports removed by one transaction, at most.

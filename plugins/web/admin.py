@@ -322,7 +322,8 @@ class AuditPage(PageHandler):
     async def get(self, ident: str) -> None:
         import datetime as dt
 
-        from daemon.plugin import decode_cursor, encode_cursor
+        from daemon.plugin import encode_cursor
+        from daemon.plugin.http import decode_cursor
         from plugins.web.queries import AUDIT_KINDS, audit_entries, did_of_person
 
         row = await community_row(self, ident)
@@ -403,7 +404,7 @@ class AppsPage(PageHandler):
     async def submit(self, ident: str) -> None:
         import re
 
-        from daemon.plugin import AppsTable
+        from daemon.plugin.storage import AppsTable
 
         row = await community_row(self, ident)
         await sections.require(self, row, ADMIN, doing="manage the trusted apps")

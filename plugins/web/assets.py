@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import tornado.template
 
-from daemon.plugin import ApiError, BaseHandler, PageNameError
+from daemon.plugin import ApiError, BaseHandler
+from daemon.plugin.pages import PageNameError
 
 if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application

@@ -13,8 +13,10 @@ from urllib.parse import urlencode
 
 from tornado.escape import xhtml_escape
 
-from daemon.plugin import (CSRF_FIELD, FORM_TYPE, AppsService, BaseHandler, CommunitiesService,  # noqa: F401
-                           SignInRequired, WebhooksService, safe_next, strip_spoofing)
+from daemon.plugin import BaseHandler, CommunitiesService
+from daemon.plugin.http import strip_spoofing
+from daemon.plugin.pages import CSRF_FIELD, FORM_TYPE, SignInRequired, safe_next
+from daemon.plugin.services import AppsService, WebhooksService
 from daemon.plugin import PageHandler as CorePageHandler
 from plugins.web.assets import web_assets
 from plugins.web.dates import moment, when

@@ -14,7 +14,8 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.plugin import ApiError, decode_cursor, encode_cursor
+from daemon.plugin import ApiError, encode_cursor
+from daemon.plugin.http import decode_cursor
 from plugins.web import queries
 from plugins.web.dates import when  # noqa: F401 (pages pass it to templates)
 from plugins.web.base import FormErrors, PageHandler

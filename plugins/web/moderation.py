@@ -18,7 +18,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from daemon.plugin import is_did
-from daemon.plugin import ApiError, decode_cursor, encode_cursor
+from daemon.plugin import ApiError, encode_cursor
+from daemon.plugin.http import decode_cursor
 from daemon.plugin import iso
 from daemon.plugin import DID_PATTERN
 from plugins.web.admin import community_names, section_page

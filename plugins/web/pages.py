@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from daemon.plugin import ApiError, clear_session_cookies, encode_cursor, end_session
+from daemon.plugin import ApiError, encode_cursor
+from daemon.plugin.security import clear_session_cookies, end_session
 from plugins.web import membership, queries
 from plugins.web.assets import PLUGIN_STATIC_PATTERN, STATIC_PATTERN, StaticHandler
 from plugins.web.base import FormErrors, PageHandler, safe_next

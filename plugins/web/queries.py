@@ -129,7 +129,7 @@ async def audit_entries(app: "Application", entries: list[dict[str, Any]]) -> li
     """Audit entries (`views.audit_json` shapes) as sentences: people by handle where the
     profile cache knows them, apps by name, roles, pictures and ban ends named."""
     from plugins.web.dates import when
-    from daemon.plugin import AppsTable
+    from daemon.plugin.storage import AppsTable
 
     known = await app.communities.profiles([d for e in entries for d in (e["actorDid"], e["targetDid"]) if d])
     app_ids = {e["appId"] for e in entries if e["appId"]} | {
@@ -181,7 +181,7 @@ async def audit_entries(app: "Application", entries: list[dict[str, Any]]) -> li
 async def trusted_apps(app: "Application", community: "Row") -> list[dict[str, Any]]:
     """The apps a community trusts: the one that created it (always, for management) and
     those its admins allowed, with their name and domain."""
-    from daemon.plugin import AppsTable
+    from daemon.plugin.storage import AppsTable
 
     creator = community["creator_app_id"]
     entries: list[tuple[str, Row | None]] = [(creator, None)] if creator else []

@@ -86,7 +86,7 @@ async def notice_of(handler: PageHandler, row: Any = None) -> str | None:
     app_name = "The app"
     app_id = handler.get_query_argument("app", "") or ""
     if "{app}" in sentence and app_id.startswith("app_") and len(app_id) <= 24:
-        from daemon.plugin import AppsTable
+        from daemon.plugin.storage import AppsTable
         found = await AppsTable.get(handler.app.db, app_id)
         app_name = found["name"] if found is not None else app_name
     return sentence.format(who=who, role=role or "that role", until=until, app=app_name)

@@ -1,4 +1,4 @@
-"""The links plugins add to named places of the pages (`cr_web_links`, `daemon.plugin.SLOTS`),
+"""The links plugins add to named places of the pages (`cr_web_links`, `daemon.plugin.pages.SLOTS`),
 the web plugin's own navigation among them: what a template's ``links(slot, **values)``
 returns."""
 

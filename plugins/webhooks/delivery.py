@@ -33,9 +33,11 @@ import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from daemon.plugin import Event, Reader, Row, Transaction, hookimpl, iso
-from daemon.plugin import AddressRefused, Guard, TargetRefused
-from daemon.plugin import EventKind, decide_audience, event_data_for
+from daemon.plugin import Reader, Row, Transaction, hookimpl, iso
+from daemon.plugin.events import Event
+from daemon.plugin.security import AddressRefused, Guard, TargetRefused
+from daemon.plugin import EventKind
+from daemon.plugin.events import decide_audience, event_data_for
 from plugins.webhooks import metrics, signing
 from plugins.webhooks.sender import Sender, SendError
 from plugins.webhooks.settings import WebhooksConfig
@@ -309,7 +311,7 @@ class Dispatcher:
     async def prune(self, cutoff: str) -> int:
         """Remove settled deliveries completed before `cutoff`, a batch per transaction (a
         pending delivery is never removed)."""
-        from daemon.plugin import prune_in_batches
+        from daemon.plugin.storage import prune_in_batches
 
         async def batch(limit: int) -> int:
             async with self.app.db.transaction("webhooks.prune") as tx:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DATETIME_OR_NULL, DID, INTEGER,
-                           NO_CONTENT, Row, STRING, STRING_OR_NULL, arr, encode_cursor, nullable, obj,
-                           operation, page, query, validate, enum_of)
+from daemon.plugin import (BOOLEAN, BaseHandler, DATETIME, DID, INTEGER, NO_CONTENT, Row, STRING, STRING_OR_NULL,
+                           arr, encode_cursor, nullable, obj, operation, page, query, validate)
+from daemon.plugin.http import DATETIME_OR_NULL, enum_of
 from plugins.webhooks import service
 from plugins.webhooks.service import Webhooks, delivery_json, webhook_json, webhooks_of
 

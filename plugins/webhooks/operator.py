@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from daemon.plugin import add_json_flag, fail, print_rows
+from daemon.plugin.cli import add_json_flag, fail, print_rows
 from plugins.webhooks.delivery import redeliver_tx
 from plugins.webhooks import store as store
 

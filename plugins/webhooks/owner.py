@@ -5,7 +5,8 @@ own it; the rules are the same (plugins/webhooks/service.py)."""
 
 from __future__ import annotations
 
-from daemon.plugin import ApiError, AppsTable
+from daemon.plugin import ApiError
+from daemon.plugin.storage import AppsTable
 from plugins.webhooks import handlers
 from plugins.webhooks.handlers import WEBHOOK_ID
 

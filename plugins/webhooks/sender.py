@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 from urllib.parse import quote, urlsplit
 
-from daemon.plugin import Guard
+from daemon.plugin.security import Guard
 
 #: How much of an answer's body is kept (for the delivery log's error text).
 SNIPPET_BYTES = 4096

@@ -1,4 +1,4 @@
-"""The webhooks service (``app.webhooks``, the interface `daemon.plugin.WebhooksService`,
+"""The webhooks service (``app.webhooks``, the interface `daemon.plugin.services.WebhooksService`,
 registered through `cr_services`): the webhook rules, in one place for the app's routes
 (/api/v1/webhooks, API key), the owner's routes (/api/v1/apps/:appId/webhooks, browser
 session) and the developer pages: an app sees only its own webhooks; targets pass the
@@ -16,7 +16,7 @@ import secrets
 from typing import TYPE_CHECKING, Any, cast
 
 from daemon.plugin import ApiError, CommunitiesService, Row, Transaction, is_did, iso, validate
-from daemon.plugin import TargetRefused
+from daemon.plugin.security import TargetRefused
 from plugins.webhooks import signing
 from plugins.webhooks.delivery import (previous_secret_context, redeliver_tx, reschedule_pending_tx,
                                        secret_context)
@@ -93,7 +93,7 @@ _UNCHANGED: Any = object()
 
 
 class Webhooks:
-    """`daemon.plugin.WebhooksService`, bound to one application; routes and pages alike
+    """`daemon.plugin.services.WebhooksService`, bound to one application; routes and pages alike
     call it (`webhooks_of(app)` within this plugin)."""
 
     #: The highest `concurrency` a webhook may have.

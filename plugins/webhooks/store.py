@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from daemon.plugin import Reader, Row, Transaction, narrowed
+from daemon.plugin import Reader, Row, Transaction
+from daemon.plugin.storage import narrowed
 
 # ------------------------------------------------------------------ webhooks
 

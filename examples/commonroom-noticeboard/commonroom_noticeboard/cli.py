@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from daemon.plugin import ApiError, add_json_flag, fail, print_rows
+from daemon.plugin import ApiError
+from daemon.plugin.cli import add_json_flag, fail, print_rows
 
 from commonroom_noticeboard import board
 

@@ -2,6 +2,6 @@
 shipped with Commonroom as the pytest plugin `commonroom_testing`. The plugin under test is
 loaded as in production, through its entry point: install it first (``pip install -e .``)."""
 
-from daemon.plugin import TESTING_PLUGIN
+from daemon.plugin.testing import TESTING_PLUGIN
 
 pytest_plugins = [TESTING_PLUGIN]
