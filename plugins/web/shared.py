@@ -47,9 +47,9 @@ IDENT = r"([A-Za-z0-9._:%-]{1,253})"
 
 
 async def person_name(handler: PageHandler, did: str) -> str:
-    """How a page names a person: their handle from the profile cache, else their DID."""
-    profile = (await handler.communities.profiles([did])).get(did)
-    return (profile["handle"] if profile is not None and profile["handle"] else None) or did
+    """How a page names a person: their handle from the profile cache, else their DID (the
+    core's `PageHandler.person_names`, which plugins' pages use too)."""
+    return (await handler.person_names([did]))[did]
 
 
 def plain_notice(done: str | None) -> str | None:
