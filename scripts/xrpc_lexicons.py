@@ -21,23 +21,25 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
-def folders() -> dict[str, Path]:
-    """Where the lexicons of each method prefix live (longest prefix first)."""
-    return {"community.commonroom.reports.": REPO / "plugins" / "reports" / "lexicons",
-            "community.commonroom.": REPO / "lexicons"}
-
-
 def wanted(app: object) -> dict[Path, str]:
-    """Each lexicon file the service's methods should have, with its text."""
+    """Each lexicon file the service's methods should have, with its text: a built-in
+    plugin that ships lexicons (`cr_lexicons`, the reports plugin) gets its own, as
+    `commonroom lexicons --write` writes any plugin's (daemon/runtime/lexicon_files.py);
+    the other methods of the service's namespace go to lexicons/."""
     from daemon.atproto.xrpc import methods
     from daemon.atproto.xrpc_lexicons import method_lexicon
+    from daemon.runtime.lexicon_files import wanted as plugin_files
     out: dict[Path, str] = {}
+    shipped = {f.method_id for f in plugin_files(app)}
+    for f in plugin_files(app):
+        parents = f.path.resolve().parents
+        if REPO in parents and REPO / ".test-plugins" not in parents:  # the built-ins' (examples: theirs)
+            out[f.path] = f.text
     for mid, method in methods(app).items():
-        folder = next((f for prefix, f in folders().items() if mid.startswith(prefix)), None)
-        if folder is None:
-            continue  # another plugin's authority: the plugin ships its own lexicons
+        if mid in shipped or not mid.startswith(app.config.atproto.namespace + "."):  # type: ignore[attr-defined]
+            continue  # a plugin's own lexicon (above), or another authority's
         doc = method_lexicon(method, app.config.atproto.namespace)  # type: ignore[attr-defined]
-        out[folder / f"{doc['id']}.json"] = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+        out[REPO / "lexicons" / f"{doc['id']}.json"] = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     return out
 
 
