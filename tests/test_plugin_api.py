@@ -208,3 +208,19 @@ def test_the_examples_pin_the_setuptools_that_builds_them():
         if (example / "pyproject.toml").is_file():
             requires = tomllib.loads((example / "pyproject.toml").read_text())["build-system"]["requires"]
             assert any(re.fullmatch(r"setuptools==[0-9.]+", r) for r in requires), example.name
+
+
+def test_the_migration_script_moves_each_name_to_its_home(tmp_path: Path):
+    """scripts/migrate_plugin_imports.py, for plugins written against the flat daemon.plugin."""
+    import subprocess
+    import sys
+    module = tmp_path / "old_plugin.py"
+    module.write_text("from daemon.plugin import ApiError, resolve_did, fail, hookimpl  # why\n"
+                      "def f():\n    from daemon.plugin import Outbox, Row\n")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "migrate_plugin_imports.py"), str(module)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert module.read_text() == (
+        "from daemon.plugin import ApiError, hookimpl\nfrom daemon.plugin.atproto import resolve_did\n"
+        "from daemon.plugin.cli import fail  # why\ndef f():\n    from daemon.plugin import Row\n"
+        "    from daemon.plugin.events import Outbox\n")
