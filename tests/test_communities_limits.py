@@ -29,7 +29,7 @@ def config_overrides() -> dict[str, Any]:
 def fake_banner(app: Any, monkeypatch: Any, body: Any) -> dict[str, int]:
     """Point the session user's profile banner at a mock server streaming `body` (an async
     generator function taking the byte counter); returns the counter of bytes sent."""
-    import daemon.plugin as api  # where the plugin looks it up
+    import daemon.plugin.atproto as api  # where the plugin looks it up
 
     async def profile(app_: Any, did: str) -> dict[str, Any]:
         return {"banner": "https://cdn.example.com/banner.jpg"}

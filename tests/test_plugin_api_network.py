@@ -1,4 +1,4 @@
-"""What `daemon.plugin` gives a plugin for sign-in and outbound calls (docs/plugins.md, "The
+"""What `daemon.plugin.security` gives a plugin for sign-in and outbound calls (docs/plugins.md, "The
 plugin API": browser sessions, the outbound guard), used only through that module, as an
 outside plugin would use it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-import daemon.plugin as api
+import daemon.plugin.security as api
 from commonroom_testing.http import Session
 
 DID = "did:plc:pluginapisessionaaaaaaaa"

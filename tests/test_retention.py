@@ -55,8 +55,8 @@ async def test_settled_deliveries_are_pruned_batch_by_batch_and_pending_ones_sta
         return await real(name, counted, limit=1000)
 
     monkeypatch.setattr(retention, "prune_in_batches", counting)
-    import daemon.plugin  # plugins reach it through the public API
-    monkeypatch.setattr(daemon.plugin, "prune_in_batches", counting)
+    import daemon.plugin.storage  # plugins reach it through the public API
+    monkeypatch.setattr(daemon.plugin.storage, "prune_in_batches", counting)
     old = iso(app.clock.time() - 60 * DAY)
     async with app.db.transaction("test.deliveries") as tx:
         await tx.execute("INSERT INTO apps (id, owner_did, name, domain, key_hash, created_at, updated_at) "
