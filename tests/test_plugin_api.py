@@ -49,7 +49,7 @@ PUBLIC_NAMES: dict[str, list[str]] = {
         "KeyedLocks", "Command", "Plan", "Run", "KEEP", "DROP_UNWRITTEN", "ROLL_BACK", "community_repo",
         "delete_account_tx", "CommunityAccount", "provision_account", "bring_own_account",
         "fetch_handle_domain", "forget_account", "Interest", "SyncEvent", "RecordOp",
-        "record_account_status_tx"],
+        "record_account_status_tx", "RotationKey", "require_did_key", "plc_data"],
     "daemon.plugin.events": [
         "EVENT_TYPES", "Event", "AppSet", "Audience", "decide_audience", "event_data_for", "Outbox"],
     "daemon.plugin.storage": [

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.identity import resolve_identity
 from daemon.atproto.pds import PdsError, RepoClient, check_service_url, xrpc
+from daemon.atproto.plc import RotationKey, add_rotation_key
 from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
 from daemon.base import KeyedLocks
 from daemon.base import ApiError
@@ -40,6 +41,8 @@ class CommunityAccount:
     did: str
     handle: str
     pds_url: str
+    #: the did:key at the head of the DID's rotation keys, when this service provisioned it
+    recovery_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,15 @@ def _provisioning_pds(app: Application) -> str:
 # ------------------------------------------------------------------ provision
 
 
-async def provision_account(app: Application, handle: str, *, email: str | None = None) -> CommunityAccount:
+async def provision_account(app: Application, handle: str, *, email: str | None = None,
+                            recovery_key: "RotationKey | str | None" = None) -> CommunityAccount:
     """Create a new account on ``atproto.pds_url`` and keep its generated password.
+
+    `recovery_key` becomes the first rotation key of the new DID (``createAccount``'s
+    ``recoveryKey``): a did:key its owner holds, or a `RotationKey` made for the owner, whose
+    private half this function never stores. With a `RotationKey`, a rotation key of the
+    service's own is then added below it (sealed; it signs the PLC operations of a move).
+    A retry of a pending provisioning asks for the recovery key the first attempt named.
 
     `handle` is a full handle under the PDS's handle domain, or just its first label
     (``mygroup`` -> ``mygroup.test``). The password is sealed and stored *before* the PDS is
@@ -179,16 +189,23 @@ async def provision_account(app: Application, handle: str, *, email: str | None 
     now = app.clock.iso_now()
     async with app.db.transaction("accounts.provision_begin") as tx:
         pending = await get_provisioning_tx(tx, handle)
+        wanted_key = recovery_key.did_key if isinstance(recovery_key, RotationKey) else recovery_key
         if pending is None:
             password = secrets.token_urlsafe(24)
             email = email or cfg.provision_email_template.format(handle=handle)
             await insert_provisioning_tx(
                 tx, handle=handle, pds_url=pds_url, email=email,
-                password_sealed=app.secrets.seal(password, _pending_ctx(handle)), now=now)
+                password_sealed=app.secrets.seal(password, _pending_ctx(handle)), now=now,
+                recovery_key=wanted_key)
         else:
             password = app.secrets.open(pending["password_sealed"], _pending_ctx(handle))
             email, pds_url = pending["email"], pending["pds_url"]
+            if pending["recovery_key"] != wanted_key:
+                # The first attempt may have created the account with its key already.
+                recovery_key = wanted_key = pending["recovery_key"]
     body: dict[str, Any] = {"handle": handle, "password": password, "email": email}
+    if wanted_key:
+        body["recoveryKey"] = wanted_key
     if cfg.invite_code:
         body["inviteCode"] = cfg.invite_code
     try:
@@ -203,11 +220,41 @@ async def provision_account(app: Application, handle: str, *, email: str | None 
         await upsert_account_tx(
             tx, did=did, handle=handle, pds_url=pds_url, origin="provisioned",
             password_sealed=app.secrets.seal(password, _password_ctx(did)),
-            session_sealed=app.secrets.seal(session.to_json(), _session_ctx(did)), now=now)
+            session_sealed=app.secrets.seal(session.to_json(), _session_ctx(did)), now=now,
+            recovery_key=wanted_key)
         await delete_provisioning_tx(tx, handle)
     app.accounts.sessions[did] = session
     log.info("provisioned community account %s (%s) on %s", handle, did, pds_url)
-    return CommunityAccount(did, handle, pds_url)
+    if isinstance(recovery_key, RotationKey):
+        await _add_service_rotation_key(app, did, recovery_key)
+    return CommunityAccount(did, handle, pds_url, wanted_key)
+
+
+async def _add_service_rotation_key(app: Application, did: str, recovery: RotationKey) -> None:
+    """Sign, with the owner's fresh recovery key, an operation that puts a key of the
+    service's own second in the DID's rotation keys. Sealed and stored before the directory
+    hears of it; a failure is logged, not fatal: the service then needs the owner (or the
+    PDS's e-mail token) for the operations of a move."""
+    key = RotationKey.generate()
+    async with app.db.transaction("accounts.rotation_key") as tx:
+        await tx.execute("UPDATE community_accounts SET rotation_key_sealed = ? WHERE did = ?",
+                         (app.secrets.seal(key.hex, _rotation_ctx(did)), did))
+    try:
+        await add_rotation_key(app, did, recovery, key.did_key, position=1)
+    except (ApiError, PdsError) as exc:
+        log.warning("could not add the service's rotation key to %s: %s", did, exc)
+
+
+def _rotation_ctx(did: str) -> str:
+    return f"community_accounts.rotation_key:{did}"
+
+
+async def service_rotation_key(app: Application, did: str) -> RotationKey | None:
+    """The rotation key this service holds for a community account, if any."""
+    row = await app.db.fetchone("SELECT rotation_key_sealed FROM community_accounts WHERE did = ?", (did,))
+    if row is None or not row["rotation_key_sealed"]:
+        return None
+    return RotationKey.from_hex(app.secrets.open(row["rotation_key_sealed"], _rotation_ctx(did)))
 
 
 async def _after_failed_create(app: Application, pds_url: str, handle: str, password: str,
@@ -415,14 +462,16 @@ async def account_row(db: Reader, did: str) -> Row | None:
 
 
 async def upsert_account_tx(tx: Transaction, *, did: str, handle: str, pds_url: str, origin: str,
-                            password_sealed: str, session_sealed: str | None, now: str) -> None:
+                            password_sealed: str, session_sealed: str | None, now: str,
+                            recovery_key: str | None = None) -> None:
     await tx.execute(
         "INSERT INTO community_accounts (did, handle, pds_url, origin, password_sealed, "
-        "session_sealed, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "session_sealed, created_at, updated_at, recovery_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (did) DO UPDATE SET handle = excluded.handle, pds_url = excluded.pds_url, "
         "origin = excluded.origin, password_sealed = excluded.password_sealed, "
-        "session_sealed = excluded.session_sealed, updated_at = excluded.updated_at",
-        (did, handle, pds_url, origin, password_sealed, session_sealed, now, now))
+        "session_sealed = excluded.session_sealed, updated_at = excluded.updated_at, "
+        "recovery_key = COALESCE(excluded.recovery_key, community_accounts.recovery_key)",
+        (did, handle, pds_url, origin, password_sealed, session_sealed, now, now, recovery_key))
 
 
 async def update_session_tx(tx: Transaction, did: str, session_sealed: str | None, now: str,
@@ -447,10 +496,11 @@ async def get_provisioning_tx(tx: Transaction, handle: str) -> Row | None:
 
 
 async def insert_provisioning_tx(tx: Transaction, *, handle: str, pds_url: str, email: str,
-                                 password_sealed: str, now: str) -> None:
+                                 password_sealed: str, now: str, recovery_key: str | None = None) -> None:
     await tx.execute(
-        "INSERT INTO account_provisioning (handle, pds_url, email, password_sealed, created_at) "
-        "VALUES (?, ?, ?, ?, ?)", (handle, pds_url, email, password_sealed, now))
+        "INSERT INTO account_provisioning (handle, pds_url, email, password_sealed, created_at, "
+        "recovery_key) VALUES (?, ?, ?, ?, ?, ?)",
+        (handle, pds_url, email, password_sealed, now, recovery_key))
 
 
 async def delete_provisioning_tx(tx: Transaction, handle: str) -> None:

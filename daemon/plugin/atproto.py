@@ -14,6 +14,7 @@ from daemon.atproto.accounts import (bring_own_account, community_repo, Communit
                                      fetch_handle_domain, forget_account, provision_account)
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
+from daemon.atproto.plc import plc_data, require_did_key, RotationKey
 from daemon.atproto.syntax import (is_at_uri, is_cid, is_datetime, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, nsid_problem, require_at_uri, require_handle,
                                    require_nsid, require_rkey)
@@ -30,5 +31,5 @@ __all__ = [
     "nsid_problem", "pds", "roll_back", "WriteKind", "Intent", "KeyedLocks", "Command", "Plan", "Run", "KEEP",
     "DROP_UNWRITTEN", "ROLL_BACK", "community_repo", "delete_account_tx", "CommunityAccount",
     "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
-    "RecordOp", "record_account_status_tx",
+    "RecordOp", "record_account_status_tx", "RotationKey", "require_did_key", "plc_data",
 ]

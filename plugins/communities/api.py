@@ -66,14 +66,18 @@ class CommunitiesHandler(ApiBase):
 
     @operation("Create a community (a new account on the PDS, or an adopted one)",
                body=obj({"creatorDid": DID, **S.CREATE_FIELDS}, ["creatorDid", "displayName"]),
-               responses={201: S.DETAILS}, errors={409: "The handle or account is taken", 502: ""})
+               responses={201: S.CREATED}, errors={409: "The handle or account is taken", 502: ""})
     async def post(self) -> None:
         body = self.json_body()
         creator = require_did(body.get("creatorDid"), "creatorDid")
         actor = await self.acting(creator)
         fields = await communities_of(self.app).create_fields(body)
         result = await lifecycle.create(self.app, actor, **fields)
-        self.send_json(await common.created(self, result["did"], creator), 201)
+        answer = await common.created(self, result["did"], creator)
+        if "recoveryKey" in result:
+            answer["recoveryKey"] = result["recoveryKey"]
+        self.set_header("Cache-Control", "no-store")
+        self.send_json(answer, 201)
 
     @operation("List or search the communities this app may see", paged=True, params=[
         query("query", description="full-text search"), query("q", description="the same as query"),

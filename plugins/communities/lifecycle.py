@@ -41,11 +41,16 @@ def default_handle(display_name: str, creator_did: str) -> str:
 async def create(app: "Application", actor: Actor, *, display_name: str, description: str,
                  type: str, handle: str | None, identifier: str | None,
                  app_password: str | None, roster_visibility: str | None = None,
-                 listed: bool | None = None) -> dict[str, Any]:
+                 listed: bool | None = None, recovery_key: str | None = None) -> dict[str, Any]:
     """Provision (or bring) the account, write profile, admins and the creator's proof,
     then index it. A failure after the account exists leaves an invisible 'creating'
-    row; the same request again finishes the job."""
-    from daemon.plugin.atproto import CommunityAccount, bring_own_account, fetch_handle_domain, provision_account
+    row; the same request again finishes the job.
+
+    A provisioned account's DID gets `recovery_key` (a did:key the creator holds) as its
+    first rotation key, or, without one, a key made here whose private half the answer's
+    ``recoveryKey`` carries once (docs/communities.md, "Who owns a community")."""
+    from daemon.plugin.atproto import (CommunityAccount, RotationKey, bring_own_account, fetch_handle_domain,
+                                       provision_account)
 
     cfg = app.config.plugin("communities")
     await require_person(app, actor.did, "creatorDid")
@@ -64,15 +69,37 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
         if "." not in wanted:
             wanted += await pds(fetch_handle_domain(app))
         unfinished = await store.creating_community(app.db, handle=wanted)
+        key: RotationKey | str | None = None
         if unfinished is not None and unfinished["creator_did"] == actor.did:
             # An earlier attempt provisioned the account and failed later: finish it.
             account = CommunityAccount(unfinished["did"], unfinished["handle"], unfinished["pds_url"])
         else:
-            account = await pds(provision_account(app, wanted))
+            key = recovery_key or RotationKey.generate()
+            account = await pds(provision_account(app, wanted, recovery_key=key))
         kind = "provisioned"
-    return await app.writes.run(CreateCommunity(
+    result = await app.writes.run(CreateCommunity(
         app, account, actor, kind, display_name=display_name, description=description, type=type,
         visibility={"roster_visibility": roster_visibility, "listed": listed}))
+    if kind == "provisioned":
+        result["recoveryKey"] = _recovery_key_answer(account.recovery_key, key)
+    return result
+
+
+def _recovery_key_answer(did_key: str | None, made: Any) -> dict[str, Any]:
+    """What the creator is told of the new account's recovery key (`did_key`, the one the
+    account was made with): its private half only when this request made it, never again."""
+    from daemon.plugin.atproto import RotationKey
+    if isinstance(made, RotationKey) and made.did_key == did_key:
+        return {"didKey": did_key, "privateKeyHex": made.hex, "generated": True,
+                "note": "This is the community's recovery key: with it alone you can move the community's "
+                        "identity to any PDS, whatever becomes of this service. Keep the private key offline "
+                        "(a password manager, or printed). It is shown only now: Commonroom does not keep it."}
+    if did_key and did_key == made:
+        return {"didKey": did_key, "privateKeyHex": None, "generated": False,
+                "note": "Your key is the first rotation key of the community's DID."}
+    return {"didKey": did_key or "", "privateKeyHex": None, "generated": False,
+            "note": "This creation finished an earlier attempt: the recovery key it named (if any) is the "
+                    "first rotation key of the community's DID; a key made then was not shown again."}
 
 
 class CreateCommunity(CommunityCommand):

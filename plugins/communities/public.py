@@ -147,8 +147,16 @@ class Communities:
             identifier = validate.string({"identifier": identifier}, "identifier", min_len=1, max_len=253)
             validate.string(body, "appPassword", min_len=1, max_len=200)
         handle = validate.string(body, "handle", required=False, min_len=1, max_len=253)
+        recovery_key = body.get("recoveryKey")
+        if recovery_key is not None:
+            from daemon.plugin.atproto import require_did_key
+            if identifier is not None:
+                raise ApiError(400, "invalid_request", "recoveryKey: only a new account takes one (an "
+                                                       "adopted account keeps the keys it has)")
+            recovery_key = require_did_key(recovery_key, "recoveryKey")
         return {"display_name": fields["display_name"], "description": fields["description"],
                 "type": fields["type"], "handle": handle, "identifier": identifier,
+                "recovery_key": recovery_key,
                 "app_password": body.get("appPassword"), **common.visibility_fields(body)}
 
     async def details(self, row: "Row", viewer: str | None, app_id: str | None) -> dict[str, Any]:

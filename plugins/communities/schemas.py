@@ -89,11 +89,20 @@ CREATE_FIELDS = {
     "identifier": {"type": "string", "minLength": 1, "maxLength": 253,
                    "description": "adopt an existing account (handle or DID), with appPassword"},
     "appPassword": {"type": "string", "minLength": 1, "maxLength": 200},
+    "recoveryKey": {"type": "string", "minLength": 9, "maxLength": 128, "pattern": "^did:key:z",
+                    "description": "a new account's recovery key: the did:key of a key you hold, made the "
+                                   "first rotation key of the community's DID (default: the service makes "
+                                   "one and answers its private key once, in recoveryKey)"},
     "rosterVisibility": {"type": "string", "enum": ["public", "members", "admins"],
                          "description": "who may list the members (default public)"},
     "listed": {"type": "boolean", "description": "false: absent from lists and search (default true)"},
 }
 REASON = {"type": "string", "maxLength": 1000}
+RECOVERY_KEY = obj({
+    "didKey": STRING, "privateKeyHex": STRING_OR_NULL, "generated": BOOLEAN, "note": STRING},
+    ["didKey", "generated", "note"],
+    description="The new account's recovery key. privateKeyHex is shown only here, once: it is not stored")
+CREATED = obj({**DETAILS["properties"], "recoveryKey": RECOVERY_KEY}, DETAILS.get("required", []))
 
 
 # common.query_did: an empty optional DID parameter counts as absent

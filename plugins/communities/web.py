@@ -42,11 +42,15 @@ class MyMembershipsHandler(WebBase):
 
 class MyCommunitiesHandler(WebBase):
     @operation("Create a community as yourself", body=obj(S.CREATE_FIELDS, ["displayName"]),
-               responses={201: S.DETAILS}, errors=(409, 502))
+               responses={201: S.CREATED}, errors=(409, 502))
     async def post(self) -> None:
         fields = await communities_of(self.app).create_fields(self.json_body())
         result = await lifecycle.create(self.app, self.me, **fields)
-        self.send_json(await common.created(self, result["did"], self.principal.did), 201)
+        answer = await common.created(self, result["did"], self.principal.did)
+        if "recoveryKey" in result:
+            answer["recoveryKey"] = result["recoveryKey"]
+        self.set_header("Cache-Control", "no-store")
+        self.send_json(answer, 201)
 
 
 class JoinHandler(WebBase):

@@ -157,7 +157,8 @@ class LeaveAction(PageHandler):
 
 #: Form field -> the create body's field (validation messages name the latter).
 _CREATE_FIELDS = {"displayName": "displayName", "description": "description", "type": "type",
-                  "handle": "handle", "identifier": "identifier", "appPassword": "appPassword"}
+                  "handle": "handle", "identifier": "identifier", "appPassword": "appPassword",
+                  "recoveryKey": "recoveryKey"}
 
 #: Validation messages in words for the form (the body field they are about -> sentence).
 _CREATE_WORDS = {
@@ -167,6 +168,7 @@ _CREATE_WORDS = {
     "handle": "Enter a handle such as bakers.example.com, or leave it empty",
     "identifier": "Enter the account's handle or DID",
     "appPassword": "Enter an app password for the account",
+    "recoveryKey": "Paste the did:key of your key (it starts with did:key:z), or leave it empty",
 }
 
 
@@ -199,7 +201,7 @@ class CreatePage(PageHandler):
         cfg = self.app.config.plugin("communities")
         form = self.form
         values = {k: form.get(k, "") for k in ("displayName", "description", "type", "handle",
-                                                "identifier", "account")}
+                                                "identifier", "account", "recoveryKey")}
         errors = FormErrors(values=values)  # the app password is never shown again
         account = values["account"] if values["account"] in ("new", "existing") else ""
         if account == "new" and not cfg.allow_provision or account == "existing" and not cfg.allow_bring_own \
@@ -211,6 +213,8 @@ class CreatePage(PageHandler):
             errors.add("displayName", _CREATE_WORDS["displayName"])
         if account == "new" and values["handle"].strip():
             body["handle"] = values["handle"]
+        if account == "new" and values["recoveryKey"].strip():
+            body["recoveryKey"] = values["recoveryKey"].strip()
         if account == "existing":
             body["identifier"] = values["identifier"]
             body["appPassword"] = form.get("appPassword", "")
@@ -238,6 +242,13 @@ class CreatePage(PageHandler):
             self.show_form(errors, exc.status)
             return
         row = await self.communities.community_row(result["did"])
+        if result.get("recoveryKey"):
+            # The key's one showing: the POST's own answer, never cached, never in a URL.
+            self.put_header("Cache-Control", "no-store")
+            self.render_page("recovery_key.html", title="Keep the community's recovery key",
+                             community=row, key=result["recoveryKey"],
+                             onwards=community_path(row) + "?done=created")
+            return
         self.see_other(community_path(row) + "?done=created")
 
 
