@@ -39,3 +39,17 @@ def devnet(test_ca: TestCA) -> Iterator[Devnet]:
     finally:
         net.resume()  # in case a test left it paused
         net.stop()
+
+
+@pytest.fixture(scope="session")
+def devnet_b(devnet: Devnet, test_ca: TestCA) -> Iterator[Devnet]:
+    """A second PDS ("PDS B") on the session devnet's PLC directory, started the first time a
+    test asks for it: moves between PDSes. Its ``plc_url`` is the devnet's."""
+    net = Devnet(hosts={TEST_SERVICE_HOST: "127.0.0.1"}, extra_ca_pem=Path(test_ca.ca_pem),
+                 plc_url=devnet.plc_url)
+    net.start()
+    try:
+        yield net
+    finally:
+        net.resume()
+        net.stop()

@@ -170,7 +170,7 @@ class Devnet:
                  plc_port: int | None = None, pds_port: int | None = None,
                  startup_timeout: float = 120.0,
                  stop_timeout: float = 15.0, pds_log: bool = False,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, plc_url: str | None = None) -> None:
         self.hosts = dict(hosts or {})
         self.extra_ca_pem = Path(extra_ca_pem) if extra_ca_pem else None
         self.lexicon_authority_handle = lexicon_authority
@@ -178,6 +178,8 @@ class Devnet:
         self.stop_timeout = stop_timeout
         self.pds_log = pds_log
         self.extra_env = dict(env or {})
+        if plc_url:  # a second PDS on an existing devnet's PLC directory
+            self.extra_env["DEVNET_PLC_URL"] = plc_url
         self._ports = (plc_port, pds_port)
         self._proc: subprocess.Popen[bytes] | None = None
         self._paused = False

@@ -336,6 +336,10 @@ class Writes:
         async with self.app.db.transaction(f"{command.name}.check") as tx:
             plan = await command.check(tx)
             if plan is not None:
+                if plan.community_did and await tx.fetchval(
+                        "SELECT 1 FROM account_moves WHERE did = ?", (plan.community_did,)):
+                    from daemon.atproto.moves import moving_error
+                    raise moving_error(plan.community_did)  # read-only while it moves
                 kind = plan.kind or command.kind
                 if kind is None:
                     raise ValueError(f"the command {command.name} plans an intent but names no kind")

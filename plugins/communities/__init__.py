@@ -37,6 +37,9 @@ def cr_services(app: Any) -> dict[str, Any]:
 def cr_startup(app: Any) -> None:
     from plugins.communities.config import check_limits
     check_limits(app.config)
+    if not app.read_only:
+        from plugins.communities.move import resume_all
+        app.spawn(resume_all(app), name="communities.moves")  # moves a crash interrupted
     if not app.read_only and app.config.plugin("communities").denied_audit_retention_days:
         from plugins.communities.retention import DeniedAuditPruner
         pruner = DeniedAuditPruner(app)

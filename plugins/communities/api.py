@@ -134,6 +134,39 @@ class CommunityHandler(ApiBase):
         self.send_json(await lifecycle.delete(self.app, row, await self.acting(admin, row)))
 
 
+class MoveHandler(ApiBase):
+    """Move the community's account to another PDS (docs/communities.md, "Moving to another
+    PDS"): its primary admin, through a managing app. 202 once the account exists on the new
+    PDS; the rest runs in the background, its progress at GET."""
+
+    user_methods = {"POST": UserMethod("community.move", "adminDid", "Move a community to another PDS")}
+
+    @operation("Move the community to another PDS (its primary admin, through a managing app)",
+               body=obj({"adminDid": DID, "pdsUrl": STRING, "inviteCode": {"type": "string", "maxLength": 200}},
+                        ["adminDid", "pdsUrl"]),
+               responses={202: S.MOVE}, errors=(400, 403, 409, 502, 503))
+    @audit_denials
+    async def post(self, did: str) -> None:
+        from plugins.communities import move
+        row = await self.community(did)
+        body = self.json_body()
+        admin = require_did(body.get("adminDid"), "adminDid")
+        to_pds = validate.string(body, "pdsUrl", min_len=8, max_len=300)
+        if not to_pds.startswith(("https://", "http://")):
+            raise validate.invalid("pdsUrl", "must be the PDS's address (https://…)")
+        invite = validate.string(body, "inviteCode", required=False, min_len=1, max_len=200)
+        answer = await move.start(self.app, row, await self.acting(admin, row), to_pds, invite_code=invite)
+        self.app.spawn(move.run(self.app, row["did"]), name=f"communities.move:{row['did']}")
+        self.send_json(answer, 202)
+
+    @operation("The progress of the community's move (state none when it is not moving)", responses={200: S.MOVE})
+    async def get(self, did: str) -> None:
+        from daemon.plugin.atproto import move_of
+        from plugins.communities import move
+        row = await self.community(did)
+        self.send_json(move.progress(await move_of(self.app.db, row["did"]), row))
+
+
 class JoinHandler(ApiBase):
     user_methods = {"POST": UserMethod("membership.join", "userDid", "Join, or ask to join, a community")}
 
@@ -427,6 +460,7 @@ def routes() -> list[tuple]:
         (base + r"/members/" + common.DID, MemberHandler),
         (base + r"/admins/(promote|demote|transfer)", AdminsHandler),
         (base + r"/audit-log", AuditLogHandler),
+        (base + r"/move", MoveHandler),
         (base + r"/apps/" + APP_ID, AppVisibilityHandler),
     ]
 

@@ -80,12 +80,13 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
     result = await app.writes.run(CreateCommunity(
         app, account, actor, kind, display_name=display_name, description=description, type=type,
         visibility={"roster_visibility": roster_visibility, "listed": listed}))
-    if kind == "provisioned":
-        result["recoveryKey"] = _recovery_key_answer(account.recovery_key, key)
+    answer = _recovery_key_answer(account.recovery_key, key) if kind == "provisioned" else None
+    if answer is not None:
+        result["recoveryKey"] = answer
     return result
 
 
-def _recovery_key_answer(did_key: str | None, made: Any) -> dict[str, Any]:
+def _recovery_key_answer(did_key: str | None, made: Any) -> dict[str, Any] | None:
     """What the creator is told of the new account's recovery key (`did_key`, the one the
     account was made with): its private half only when this request made it, never again."""
     from daemon.plugin.atproto import RotationKey
@@ -97,9 +98,7 @@ def _recovery_key_answer(did_key: str | None, made: Any) -> dict[str, Any]:
     if did_key and did_key == made:
         return {"didKey": did_key, "privateKeyHex": None, "generated": False,
                 "note": "Your key is the first rotation key of the community's DID."}
-    return {"didKey": did_key or "", "privateKeyHex": None, "generated": False,
-            "note": "This creation finished an earlier attempt: the recovery key it named (if any) is the "
-                    "first rotation key of the community's DID; a key made then was not shown again."}
+    return None  # a creation that finished an earlier attempt: its answer named the key
 
 
 class CreateCommunity(CommunityCommand):

@@ -102,6 +102,10 @@ RECOVERY_KEY = obj({
     "didKey": STRING, "privateKeyHex": STRING_OR_NULL, "generated": BOOLEAN, "note": STRING},
     ["didKey", "generated", "note"],
     description="The new account's recovery key. privateKeyHex is shown only here, once: it is not stored")
+MOVE = obj({
+    "state": {"type": "string", "enum": ["none", "moving"]}, "pdsUrl": STRING, "fromPds": STRING, "toPds": STRING,
+    "step": STRING, "stepWords": STRING, "stepsDone": INTEGER, "stepsTotal": INTEGER, "error": STRING_OR_NULL,
+    "startedAt": DATETIME, "updatedAt": DATETIME}, ["state"])
 CREATED = obj({**DETAILS["properties"], "recoveryKey": RECOVERY_KEY}, DETAILS.get("required", []))
 
 

@@ -10,6 +10,8 @@
 //   DEVNET_DIR=<dir>               data directory (default: a new temporary one); use a fresh
 //                                  one each start, since the PLC database lives in memory
 //   DEVNET_BIND_HOST=127.0.0.1     address both servers listen on
+//   DEVNET_PLC_URL=<url>           start no PLC directory: the PDS uses this one (a second PDS
+//                                  on another devnet's network; PLC_PORT is then unused)
 //   DEVNET_HOSTS="a.example=127.0.0.1,b.example=127.0.0.1"
 //                                  resolve these names in this process only (an /etc/hosts for
 //                                  the PDS): lets the PDS fetch https OAuth client metadata from
@@ -75,10 +77,15 @@ if (env.DEVNET_HOSTS) {
   }
 }
 
-// 1. PLC directory on an in-memory database (like @atproto/dev-env's TestPlc)
-const plcServer = plc.PlcServer.create({ db: plc.Database.mock(), port: plcPort })
-await plcServer.start()
-const plcUrl = `http://localhost:${plcPort}`
+// 1. PLC directory on an in-memory database (like @atproto/dev-env's TestPlc), or, with
+//    DEVNET_PLC_URL, another devnet's: a second PDS on the same network (moves between PDSes)
+let plcServer = null
+let plcUrl = env.DEVNET_PLC_URL
+if (!plcUrl) {
+  plcServer = plc.PlcServer.create({ db: plc.Database.mock(), port: plcPort })
+  await plcServer.start()
+  plcUrl = `http://localhost:${plcPort}`
+}
 
 // 2. PDS configured like @atproto/dev-env's TestPds
 const rotationKey = await Secp256k1Keypair.create({ exportable: true })
@@ -130,7 +137,7 @@ async function stop(reason) {
   }, 10_000).unref()
   try {
     await pds.destroy()
-    await plcServer.destroy()
+    if (plcServer) await plcServer.destroy()
   } catch (err) {
     console.error('devnet: error during shutdown:', err)
     process.exit(1)

@@ -1,0 +1,112 @@
+"""Moving a community to another PDS: its primary admin asks (API, web, or an operator's CLI),
+the core's account migration runs (daemon/atproto/moves.py), and the index follows it.
+
+`start` checks who asks, records the move under the community's lock (from then on every write
+to the community is refused with 503 ``community_moving``), waits for writes already under way,
+and makes the account on the new PDS at once, so a PDS that refuses it (an invite code needed,
+the handle taken) is answered as a 400 with nothing changed. The rest (repo, blobs, identity,
+activation) runs in the background (`run`), resumes by itself at start-up after a crash, and
+ends in one transaction that points the index at the new PDS and writes the audit entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from daemon.plugin import Actor, ApiError
+from daemon.plugin.atproto import (abandon_move, begin_move_tx, move_of, MOVE_STEPS, resume_move, unfinished_moves,
+                                   writes_settled)
+from plugins.communities import store
+from plugins.communities.steps import audit_tx, community_lock_key, member_status, require_manager, require_role
+
+if TYPE_CHECKING:
+    from daemon.plugin import Application, Row, Transaction
+
+log = logging.getLogger(__name__)
+
+STEP_WORDS = {
+    "account": "Making the account on the new PDS",
+    "repo": "Copying the repository",
+    "blobs": "Copying pictures and files",
+    "identity": "Pointing the identity at the new PDS",
+    "activate": "Switching the accounts over",
+    "finish": "Finishing",
+}
+
+
+def progress(row: "Row | None", community: "Row") -> dict[str, Any]:
+    """The move's progress as the API and the page show it."""
+    if row is None:
+        return {"state": "none", "pdsUrl": community["pds_url"]}
+    done = MOVE_STEPS.index(row["step"])
+    return {"state": "moving", "fromPds": row["from_pds"], "toPds": row["to_pds"], "step": row["step"],
+            "stepWords": STEP_WORDS[row["step"]], "stepsDone": done, "stepsTotal": len(MOVE_STEPS),
+            "error": row["error"], "startedAt": row["started_at"], "updatedAt": row["updated_at"]}
+
+
+async def start(app: "Application", community: "Row", actor: Actor, to_pds: str, *,
+                invite_code: str | None = None, operator: bool = False) -> dict[str, Any]:
+    """Begin moving `community` to `to_pds` (its primary admin, through a managing app, or an
+    operator at the command line); the account on the new PDS is made before this answers."""
+    did = community["did"]
+    if not operator:
+        await require_manager(app.db, community, actor.app_id)
+        require_role(await member_status(app.db, did, actor.did), primary=True)
+    async with app.writes.lock(community_lock_key(did)):
+        async with app.db.transaction("communities.move_begin") as tx:
+            if community["account_kind"] != "provisioned":
+                raise ApiError(400, "move_not_possible",
+                               "This community's account was brought with an app password: only its owner "
+                               "can move it, from their own PDS.")
+            await begin_move_tx(app, tx, did, to_pds, invite_code=invite_code)
+            await audit_tx(app, tx, did, "community.move_started", actor, None,
+                           metadata={"toPds": to_pds, "byOperator": operator})
+    if not await writes_settled(app, did):
+        await abandon_move(app, did)
+        raise ApiError(503, "writes_in_progress", "Writes to the community are still under way: try again shortly.",
+                       headers={"Retry-After": "30"})
+    try:
+        await resume_move(app, did, finished(app), until="repo")
+    except ApiError as exc:
+        await _abandon(app, did, actor, exc)
+        raise
+    return progress(await move_of(app.db, did), community)
+
+
+async def _abandon(app: "Application", did: str, actor: Actor | None, exc: Exception) -> None:
+    if await abandon_move(app, did):
+        async with app.db.transaction("communities.move_abandoned") as tx:
+            await audit_tx(app, tx, did, "community.move_abandoned", actor, None,
+                           metadata={"reason": str(exc)[:300]})
+
+
+async def run(app: "Application", did: str) -> None:
+    """The rest of a move, in the background: on a refusal before the identity moved, the
+    move is abandoned (the community stays where it was); on a PDS failure it stays
+    recorded and `resume_all` (start-up) or the next request to move takes it up again."""
+    try:
+        await resume_move(app, did, finished(app))
+    except ApiError as exc:
+        log.warning("the move of %s failed: %s", did, exc)
+        if exc.status < 500:
+            await _abandon(app, did, None, exc)
+    except Exception as exc:  # noqa: BLE001 (recorded on the move; resumed later)
+        log.warning("the move of %s stopped: %r; it resumes at the next start", did, exc)
+
+
+async def resume_all(app: "Application") -> None:
+    """Start-up: take up every move a crash interrupted."""
+    for row in await unfinished_moves(app.db):
+        if await store.get_community(app.db, row["did"]) is not None:
+            await run(app, row["did"])
+
+
+def finished(app: "Application") -> Any:
+    """The transaction that ends a move: the index points at the new PDS, and the audit log says so."""
+    async def moved_tx(tx: "Transaction", did: str, to_pds: str) -> None:
+        row = await store.get_community(tx, did)
+        await store.update_community_tx(tx, did, app.clock.iso_now(), pds_url=to_pds)
+        await audit_tx(app, tx, did, "community.moved", None, None,
+                       metadata={"fromPds": row["pds_url"] if row else None, "toPds": to_pds})
+    return moved_tx

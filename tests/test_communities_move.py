@@ -1,0 +1,177 @@
+"""Moving a community to another PDS (docs/communities.md, "Moving to another PDS"), against two
+real PDSes on one PLC directory (the session devnet's, and `devnet_b` on its directory): the
+community's records, members and admins come along; afterwards its DID document points at B,
+B serves its repo, A's account is deactivated, the index answers as before, and new writes go to
+B. Refusals change nothing; a move interrupted after any step resumes and finishes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from typing import Any
+
+import httpx
+import pytest
+
+import daemon.atproto.moves as moves
+from tests.fixtures_communities import Api, devnet_module_fixtures
+
+pytestmark = pytest.mark.pds
+
+config_overrides, extra_plugins = devnet_module_fixtures()
+COLLECTION = "org.example.garden.note"
+
+
+def plc_data(devnet: Any, did: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{devnet.plc_url}/{did}/data", timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+async def list_records(pds_url: str, did: str, collection: str) -> tuple[int, list[dict[str, Any]]]:
+    async with httpx.AsyncClient() as http:
+        resp = await http.get(f"{pds_url}/xrpc/com.atproto.repo.listRecords",
+                              params={"repo": did, "collection": collection, "limit": 100})
+    return resp.status_code, resp.json().get("records", []) if resp.status_code == 200 else []
+
+
+async def wait_moved(api: Api, did: str, seconds: float = 60) -> dict[str, Any]:
+    for _ in range(int(seconds * 10)):
+        got = (await api.get(f"/api/v1/communities/{did}/move")).json()
+        if got["state"] == "none":
+            return got
+        assert not got.get("error") or "PLC" not in got["error"], got
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the move did not finish: {got}")
+
+
+async def populated(app: Any, client: Any, people: Any) -> tuple[Api, str, dict, list[dict], list[str]]:
+    api = await Api.make(app, client)
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = (await api.create(alice, "Movers"))["did"]
+    for person in (bob, carol):
+        assert (await api.join(did, person["did"])).status == 201
+    resp = await api.post(f"/api/v1/communities/{did}/admins/promote", {"adminDid": alice["did"],
+                                                                        "memberDid": bob["did"]})
+    assert resp.status == 200, resp.text
+    rkeys = []
+    for i in range(5):
+        resp = await api.post(f"/api/v1/communities/{did}/records", {
+            "userDid": carol["did"], "collection": COLLECTION,
+            "record": {"$type": COLLECTION, "text": f"note {i}", "createdAt": "2026-11-28T00:00:00.000Z"}})
+        assert resp.status == 201, resp.text
+        rkeys.append(resp.json()["rkey"])
+    return api, did, alice, [bob, carol], rkeys
+
+
+async def test_a_community_moves_to_pds_b_with_its_repo_and_keeps_working(
+        app, client, devnet, devnet_b, people):
+    api, did, alice, (bob, carol), rkeys = await populated(app, client, people)
+    before = {p["did"]: (await api.post(f"/api/v1/communities/{did}/membership/check",
+                                        {"userDid": p["did"]})).json() for p in (alice, bob, carol)}
+    members_before = (await api.get(f"/api/v1/communities/{did}/members")).json()["members"]
+
+    resp = await api.post(f"/api/v1/communities/{did}/move", {"adminDid": alice["did"],
+                                                              "pdsUrl": devnet_b.pds_url})
+    assert resp.status == 202, resp.text
+    assert resp.json()["toPds"] == devnet_b.pds_url
+    await wait_moved(api, did)
+
+    doc = plc_data(devnet, did)
+    assert doc["services"]["atproto_pds"]["endpoint"] == devnet_b.pds_url
+    assert len(doc["rotationKeys"]) >= 3  # the recovery key first, still
+    status, on_b = await list_records(devnet_b.pds_url, did, COLLECTION)
+    assert status == 200 and sorted(r["uri"].rsplit("/", 1)[1] for r in on_b) == sorted(rkeys)
+    # the old account is deactivated, not deleted
+    async with httpx.AsyncClient() as http:
+        old = await http.get(f"{devnet.pds_url}/xrpc/com.atproto.sync.getRepoStatus", params={"did": did})
+    assert old.status_code == 200 and old.json()["active"] is False
+
+    # the index answers as before
+    for p in (alice, bob, carol):
+        got = (await api.post(f"/api/v1/communities/{did}/membership/check", {"userDid": p["did"]})).json()
+        assert got == before[p["did"]]
+    assert (await api.get(f"/api/v1/communities/{did}/members")).json()["members"] == members_before
+    details = (await api.get(f"/api/v1/communities/{did}")).json()["community"]
+    assert details["displayName"] == "Movers"
+
+    # new writes go to B
+    dave = people("dave")
+    assert (await api.join(did, dave["did"])).status == 201
+    resp = await api.post(f"/api/v1/communities/{did}/records", {
+        "userDid": carol["did"], "collection": COLLECTION,
+        "record": {"$type": COLLECTION, "text": "after", "createdAt": "2026-11-28T00:00:00.000Z"}})
+    assert resp.status == 201, resp.text
+    status, on_b = await list_records(devnet_b.pds_url, did, COLLECTION)
+    assert len(on_b) == 6
+    audit = (await api.get(f"/api/v1/communities/{did}/audit-log", adminDid=alice["did"])).json()
+    actions = [e["action"] for e in audit[next(k for k in audit if isinstance(audit[k], list))]]
+    assert "community.move_started" in actions and "community.moved" in actions
+
+
+async def test_refusals_change_nothing(app, client, devnet, devnet_b, people):
+    api, did, alice, (bob, carol), _ = await populated(app, client, people)
+    path = f"/api/v1/communities/{did}/move"
+    same = await api.post(path, {"adminDid": alice["did"], "pdsUrl": devnet.pds_url})
+    assert same.status == 400 and same.json()["error"] == "same_pds"
+    not_primary = await api.post(path, {"adminDid": bob["did"], "pdsUrl": devnet_b.pds_url})
+    assert not_primary.status == 403, not_primary.text
+    nowhere = await api.post(path, {"adminDid": alice["did"], "pdsUrl": "ftp://x"})
+    assert nowhere.status == 400
+    assert (await api.get(path)).json()["state"] == "none"
+    assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet.pds_url
+    assert (await api.join(did, people("erin")["did"])).status == 201  # still writable
+
+
+async def test_writes_are_refused_with_503_while_the_community_moves(app, client, devnet, devnet_b, people):
+    api, did, alice, (bob, carol), _ = await populated(app, client, people)
+    from daemon.plugin.atproto import begin_move_tx
+    async with app.db.transaction("test.move") as tx:
+        await begin_move_tx(app, tx, did, devnet_b.pds_url)
+    resp = await api.join(did, people("frank")["did"])
+    assert resp.status == 503 and resp.json()["error"] == "community_moving"
+    assert resp.headers["Retry-After"] == "30"
+    resp = await api.post(f"/api/v1/communities/{did}/records", {
+        "userDid": carol["did"], "collection": COLLECTION,
+        "record": {"$type": COLLECTION, "text": "x", "createdAt": "2026-11-28T00:00:00.000Z"}})
+    assert resp.status == 503 and resp.json()["error"] == "community_moving"
+    # reads still work
+    assert (await api.post(f"/api/v1/communities/{did}/membership/check",
+                           {"userDid": bob["did"]})).json()["isMember"] is True
+
+
+@pytest.mark.parametrize("crash_after", moves.STEPS[:-1])
+async def test_a_move_interrupted_after_each_step_resumes_and_finishes(
+        app, client, devnet, devnet_b, people, monkeypatch, crash_after):
+    """A crash between two steps (the process stopped there, in-process here: the step is
+    recorded, the next is not run) is taken up by the start-up resumption."""
+    api, did, alice, _, rkeys = await populated(app, client, people)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(moving: str, step: str) -> None:
+        if moving == did and step == crash_after:
+            raise Crash()
+
+    monkeypatch.setattr(moves, "after_step", crash)
+    from plugins.communities import move
+    row = (await api.get(f"/api/v1/communities/{did}")).json()
+    community = await app.communities.community_row(did)
+    try:
+        from daemon.plugin import Actor
+        await move.start(app, community, Actor(alice["did"], api.app_id, False), devnet_b.pds_url)
+        await move.run(app, did)
+    except Crash:
+        pass
+    monkeypatch.setattr(moves, "after_step", None)
+    progress = (await api.get(f"/api/v1/communities/{did}/move")).json()
+    assert progress["state"] == "moving"
+    # the community still answers reads in between
+    assert (await api.get(f"/api/v1/communities/{did}")).status == 200
+    await move.resume_all(app)  # what start-up does
+    await wait_moved(api, did)
+    assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet_b.pds_url
+    status, on_b = await list_records(devnet_b.pds_url, did, COLLECTION)
+    assert len(on_b) == 5
+    assert (await api.join(did, people("gina")["did"])).status == 201
