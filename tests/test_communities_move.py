@@ -175,3 +175,27 @@ async def test_a_move_interrupted_after_each_step_resumes_and_finishes(
     status, on_b = await list_records(devnet_b.pds_url, did, COLLECTION)
     assert len(on_b) == 5
     assert (await api.join(did, people("gina")["did"])).status == 201
+
+
+async def test_an_operator_moves_a_community_from_the_command_line(app, client, devnet, devnet_b, people, capsys):
+    import argparse
+
+    api, did, alice, _, rkeys = await populated(app, client, people)
+    commands: dict[str, Any] = {}
+    for result in app.pm.hook.cr_cli_commands():
+        commands.update(result or {})
+    _, add_arguments, run = commands["communities"]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert await run(app, parser.parse_args(["move", did])) == 2  # nothing to resume, no --to
+    assert "--to" in capsys.readouterr().err
+    assert await run(app, parser.parse_args(["move", did, "--to", devnet_b.pds_url])) == 0
+    out = capsys.readouterr()
+    assert f"moved {did} to {devnet_b.pds_url}" in out.out
+    assert "Copying the repository" in out.err and "Pointing the identity at the new PDS" in out.err
+    assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet_b.pds_url
+    status, on_b = await list_records(devnet_b.pds_url, did, COLLECTION)
+    assert len(on_b) == 5
+    # moving it again to where it is: refused in words, non-zero
+    assert await run(app, parser.parse_args(["move", did, "--to", devnet_b.pds_url])) == 1
+    assert "already hosted" in capsys.readouterr().err

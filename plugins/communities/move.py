@@ -45,12 +45,13 @@ def progress(row: "Row | None", community: "Row") -> dict[str, Any]:
             "error": row["error"], "startedAt": row["started_at"], "updatedAt": row["updated_at"]}
 
 
-async def start(app: "Application", community: "Row", actor: Actor, to_pds: str, *,
+async def start(app: "Application", community: "Row", actor: Actor | None, to_pds: str, *,
                 invite_code: str | None = None, operator: bool = False) -> dict[str, Any]:
     """Begin moving `community` to `to_pds` (its primary admin, through a managing app, or an
     operator at the command line); the account on the new PDS is made before this answers."""
     did = community["did"]
     if not operator:
+        assert actor is not None
         await require_manager(app.db, community, actor.app_id)
         require_role(await member_status(app.db, did, actor.did), primary=True)
     async with app.writes.lock(community_lock_key(did)):
@@ -93,6 +94,22 @@ async def run(app: "Application", did: str) -> None:
             await _abandon(app, did, None, exc)
     except Exception as exc:  # noqa: BLE001 (recorded on the move; resumed later)
         log.warning("the move of %s stopped: %r; it resumes at the next start", did, exc)
+
+
+async def step_once(app: "Application", did: str) -> None:
+    """Run the move's next step only (the command line shows each); errors as `resume_move`'s."""
+    from daemon.plugin.atproto import MOVE_STEPS
+    row = await move_of(app.db, did)
+    if row is None:
+        return
+    index = MOVE_STEPS.index(row["step"])
+    until = MOVE_STEPS[index + 1] if index + 1 < len(MOVE_STEPS) else None
+    try:
+        await resume_move(app, did, finished(app), until=until)
+    except ApiError as exc:
+        if exc.status < 500:
+            await _abandon(app, did, None, exc)
+        raise
 
 
 async def resume_all(app: "Application") -> None:

@@ -116,8 +116,16 @@ def cli_commands() -> dict[str, Any]:
         listing = actions.add_parser("list", help="every community, any state or type, newest first")
         listing.add_argument("--query", help="only those whose name, handle or description match")
         add_json_flag(listing)
+        moving = actions.add_parser("move", help="move a community's account to another PDS (resumes an "
+                                                 "interrupted move); prints each step")
+        moving.add_argument("did", help="the community's DID")
+        moving.add_argument("--to", dest="to_pds", help="the new PDS's address (https://…); not needed to resume")
+        moving.add_argument("--invite-code", help="an invite code, when the new PDS asks for one")
+        add_json_flag(moving)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
+        if args.action == "move":
+            return await move_command(app, args)
         query = store.fts_query(args.query) if args.query else None
         if args.query and query is None:
             return fail("--query needs a word to search for", 2)
@@ -126,6 +134,34 @@ def cli_commands() -> dict[str, Any]:
                  "creator": r["creator_did"], "createdAt": r["created_at"]}
                 for r in await store.all_communities(app.db, query)]
         return print_rows(rows, ("did", "handle", "name", "type", "members", "pending", "state"), args.json)
+
+    async def move_command(app: "Application", args: argparse.Namespace) -> int:
+        import json
+
+        from daemon.plugin import ApiError
+        from daemon.plugin.atproto import move_of
+        from plugins.communities import move
+        row = await store.get_community(app.db, args.did)
+        if row is None:
+            return fail(f"communities move: no community {args.did} here")
+        try:
+            if await move_of(app.db, args.did) is None:
+                if not args.to_pds:
+                    return fail("communities move: --to PDS_URL is needed (no move of it is under way)", 2)
+                await move.start(app, row, None, args.to_pds,
+                                 invite_code=args.invite_code, operator=True)
+            while (step := await move_of(app.db, args.did)) is not None:
+                if not args.json:
+                    show_progress(f"{move.STEP_WORDS[step['step']]}…")
+                await move.step_once(app, args.did)
+        except ApiError as exc:
+            return fail(f"communities move: {exc.message}")
+        done = await store.get_community(app.db, args.did)
+        if args.json:
+            print(json.dumps({"did": args.did, "pdsUrl": done["pds_url"], "state": "moved"}))
+        else:
+            print(f"moved {args.did} to {done['pds_url']}")
+        return 0
 
     return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),
             "communities": ("list every community (operator): communities list", add_communities, communities)}
