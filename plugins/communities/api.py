@@ -145,9 +145,7 @@ class MoveHandler(ApiBase):
                body=obj({"adminDid": DID, "pdsUrl": STRING, "inviteCode": {"type": "string", "maxLength": 200}},
                         ["adminDid", "pdsUrl"]),
                responses={202: S.MOVE}, errors=(400, 403, 409, 502, 503))
-    @audit_denials
     async def post(self, did: str) -> None:
-        from plugins.communities import move
         row = await self.community(did)
         body = self.json_body()
         admin = require_did(body.get("adminDid"), "adminDid")
@@ -155,16 +153,13 @@ class MoveHandler(ApiBase):
         if not to_pds.startswith(("https://", "http://")):
             raise validate.invalid("pdsUrl", "must be the PDS's address (https://…)")
         invite = validate.string(body, "inviteCode", required=False, min_len=1, max_len=200)
-        answer = await move.start(self.app, row, await self.acting(admin, row), to_pds, invite_code=invite)
-        self.app.spawn(move.run(self.app, row["did"]), name=f"communities.move:{row['did']}")
-        self.send_json(answer, 202)
+        actor = await self.acting(admin, row)
+        self.send_json(await communities_of(self.app).move(row, actor, to_pds, invite_code=invite), 202)
 
     @operation("The progress of the community's move (state none when it is not moving)", responses={200: S.MOVE})
     async def get(self, did: str) -> None:
-        from daemon.plugin.atproto import move_of
-        from plugins.communities import move
         row = await self.community(did)
-        self.send_json(move.progress(await move_of(self.app.db, row["did"]), row))
+        self.send_json(await communities_of(self.app).move_progress(row))
 
 
 class JoinHandler(ApiBase):

@@ -263,6 +263,18 @@ class Communities:
     async def delete(self, row: "Row", actor: "Actor") -> dict[str, Any]:
         return await lifecycle.delete(self.app, row, actor)
 
+    async def move(self, row: "Row", actor: "Actor", to_pds: str, *, invite_code: str | None = None) -> dict[str, Any]:
+        from plugins.communities import move
+        async with self._denials_audited(row, actor, "community.move"):
+            answer = await move.start(self.app, row, actor, to_pds, invite_code=invite_code)
+        self.app.spawn(move.run(self.app, row["did"]), name=f"communities.move:{row['did']}")
+        return answer
+
+    async def move_progress(self, row: "Row") -> dict[str, Any]:
+        from daemon.plugin.atproto import move_of
+        from plugins.communities import move
+        return move.progress(await move_of(self.app.db, row["did"]), row)
+
     async def approve(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]:
         async with self._denials_audited(row, actor, "membership.approve"):
             return await membership.approve(self.app, row, member_did, actor)

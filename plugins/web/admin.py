@@ -488,6 +488,55 @@ class DeletePage(PageHandler):
         self.see_other("/?done=deleted")
 
 
+class MovePage(PageHandler):
+    """GET /c/<ident>/settings/move: moving the community's account to another PDS (what
+    moves, what it needs), or, while it moves, its progress (the page refreshes itself, with
+    or without JavaScript); POST begins it (primary admin only, the service checks)."""
+
+    login_required = True
+
+    def form_page(self) -> str:
+        return self.request.path
+
+    async def get(self, ident: str) -> None:
+        row = await community_row(self, ident)
+        await self.show(row, FormErrors())
+
+    async def show(self, row: Any, errors: FormErrors, status: int = 200) -> None:
+        _, layout = await section_page(self, row, "danger", PRIMARY, doing="move the community to another PDS")
+        progress = await self.communities.move_progress(row)
+        moving = progress["state"] == "moving"
+        title = f"Moving {row['display_name']}" if moving else f"Move {row['display_name']} to another PDS"
+        if moving:
+            self.put_header("Refresh", "3")  # followed without JavaScript too
+        self.render_page("move.html", title=("Error: " + title) if errors else title, status=status,
+                         community=community_names(row, brought=row["account_kind"] == "brought"),
+                         progress=progress, moving=moving, moved=self.get_query_argument("done", "") == "moved",
+                         errors=errors, values=errors.values, **layout)
+
+    async def submit(self, ident: str) -> None:
+        row = await community_row(self, ident)
+        values = {k: self.form.get(k, "").strip() for k in ("pdsUrl", "inviteCode", "confirmHandle")}
+        errors = FormErrors(values=values)
+        if not values["pdsUrl"].startswith(("https://", "http://")):
+            errors.add("pdsUrl", "Enter the new PDS's address, such as https://pds.example.com")
+        if values["confirmHandle"].lstrip("@").lower() != row["handle"]:
+            errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to move it")
+        if errors:
+            await self.show(row, errors, 400)
+            return
+        try:
+            await self.communities.move(row, signed_in_actor(self), values["pdsUrl"].rstrip("/"),
+                                        invite_code=values["inviteCode"] or None)
+        except ApiError as exc:
+            if exc.status >= 500 and exc.code not in ("pds_error", "writes_in_progress") or exc.status in (401, 403):
+                raise
+            errors.add("inviteCode" if "invite" in exc.message.lower() else "pdsUrl", exc.message)
+            await self.show(row, errors, exc.status)
+            return
+        self.see_other(f"{community_path(row)}/settings/move")
+
+
 def routes() -> list[tuple]:
     base = r"/c/" + IDENT
     return [
@@ -502,6 +551,7 @@ def routes() -> list[tuple]:
         (base + r"/apps/" + APP_ID + r"/revoke", AppRevokeAction),
         (base + r"/settings/danger", DangerPage),
         (base + r"/settings/delete", DeletePage),
+        (base + r"/settings/move", MovePage),
         (base + r"/requests/" + DID_PATTERN + r"/(approve|reject)", DecisionAction),
         (base + r"/members/" + DID_PATTERN + r"/(promote|demote|remove)", MemberAction),
     ]
