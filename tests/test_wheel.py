@@ -1,0 +1,92 @@
+"""The wheel holds everything the service needs at run time: built from this checkout and
+installed on its own (no checkout on the path), `commonroom serve` answers the web app's pages
+and their static files, and `--version` names the package's version."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from daemon import __version__
+from tests.conftest import REPO, TEST_SECRET_KEY
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy of the files git knows (setuptools writes build/ and *.egg-info into
+    # the tree it builds), as scripts/release builds from a clean tree.
+    source = out / "source"
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout.split("\n")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)],
+                           capture_output=True, text=True, timeout=300, cwd=out)
+    assert build.returncode == 0, build.stderr
+    wheel = next(out.glob("commonroom-*.whl"))
+    assert wheel.name.startswith(f"commonroom-{__version__}-")
+    names = zipfile.ZipFile(wheel).namelist()
+    for needed in ("plugins/web/static/favicon.svg", "plugins/web/static/app.css", "plugins/web/templates/base.html",
+                   "store/migrations/0001_core.sql", "plugins/communities/migrations/0001_communities.sql",
+                   f"commonroom-{__version__}.data/data/share/commonroom/systemd/commonroom.service"):
+        assert needed in names, f"{needed} is not in the wheel"
+    target = out / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                              str(wheel)], capture_output=True, text=True, timeout=300, cwd=out)
+    assert install.returncode == 0, install.stderr
+    return target
+
+
+def run_installed(target: Path, cwd: Path, *args: str, **kw: object) -> subprocess.Popen[str]:
+    # The wheel's copy first on the path, the test environment's packages for its dependencies,
+    # and not this checkout (the working directory is elsewhere; no PYTHONPATH to the repo).
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target)}
+    return subprocess.Popen([sys.executable, "-m", "daemon.runtime.main", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)  # type: ignore[call-overload]
+
+
+def test_the_installed_wheel_serves_pages_and_static_files(installed: Path, tmp_path: Path) -> None:
+    version = run_installed(installed, tmp_path, "--version")
+    out, err = version.communicate(timeout=60)
+    assert version.returncode == 0 and __version__ in out, err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "config.yaml").write_text(
+        f"server: {{port: {port}, base_url: 'http://127.0.0.1:{port}'}}\n"
+        f"storage: {{state_dir: {tmp_path / 'state'}}}\nsecret_key: '{TEST_SECRET_KEY}'\n")
+    proc = run_installed(installed, tmp_path, "-c", "config.yaml", "serve")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(base + "/health", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.05)
+        home = urllib.request.urlopen(base + "/", timeout=10)
+        page = home.read().decode()
+        assert home.status == 200 and "Commonroom" in page
+        for asset in ("favicon", "app"):
+            href = page.split(f'/static/{asset}', 1)[1].split('"', 1)[0]
+            got = urllib.request.urlopen(f"{base}/static/{asset}{href}", timeout=10)
+            assert got.status == 200 and got.read()
+        assert urllib.request.urlopen(base + "/discover", timeout=10).status == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
