@@ -270,3 +270,44 @@ async def test_events_written_by_another_process_reach_subscribers(app, client, 
         [event] = await receive(ws, 1, timeout=3)
     assert event["id"] == "evt_fromthecli000000000000"
     assert event["data"] == {"memberDid": "did:plc:x", "communityDid": COMMUNITY}
+
+
+def _cursor_of(value: Any) -> str:
+    import base64
+    return base64.urlsafe_b64encode(json.dumps([value]).encode()).rstrip(b"=").decode()
+
+
+# Raw query strings (already percent-encoded as a client would send them).
+BAD_QUERIES = {
+    "cursor not UTF-8": "cursor=%ff%fe",
+    "cursor with a control character": "cursor=abc%01def",
+    "cursor huge": "cursor=" + "A" * 10000,
+    "cursor negative": "cursor=" + _cursor_of(-5),
+    "cursor a float": "cursor=" + _cursor_of(1.5),
+    "cursor empty": "cursor=",
+    "cursor far ahead": "cursor=" + _cursor_of(10 ** 12),
+    "kinds not UTF-8": "kinds=%ff",
+    "kinds unknown": "kinds=member.vanished",
+    "kinds with a control character": "kinds=member.joined%00",
+    "communityDid not UTF-8": "communityDid=%c3%28",
+    "communityDid not a DID": "communityDid=alice",
+    "communityDid huge": "communityDid=did:plc:" + "a" * 5000,
+}
+
+
+@pytest.mark.parametrize("what", sorted(BAD_QUERIES))
+async def test_the_subscribe_route_refuses_every_bad_input_of_the_pull_route_the_same_way(app, client, server, what):
+    key = (await make_app_key(app, client))["apiKey"]
+    query = BAD_QUERIES[what]
+    pulled = await client.get("/api/v1/events?" + query, api_key=key)
+    assert 400 <= pulled.status < 500, (what, pulled.status, pulled.text)
+    with pytest.raises(websockets.InvalidStatus) as info:
+        async with websockets.connect(f"ws://127.0.0.1:{server.port}/api/v1/events/subscribe?{query}",
+                                      additional_headers={"X-Api-Key": key}, proxy=None, compression=None):
+            pass
+    response = info.value.response
+    body = json.loads(response.body)
+    assert (response.status_code, body["error"]) == (pulled.status, pulled.json()["error"]), what
+    if what.startswith("cursor") and what != "cursor far ahead":
+        assert (response.status_code, body["error"]) == (400, "invalid_cursor"), what
+    assert response.headers["Content-Type"].startswith("application/json")

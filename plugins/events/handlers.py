@@ -39,14 +39,28 @@ STREAM_PARAMS = (
 )
 
 
+def query_text(h: RequestLogic, name: str, code: str = "invalid_request") -> str | None:
+    """A query parameter of both routes as text, the same way for the pull and the WebSocket
+    (whose handler is not Tornado's RequestHandler): the last value, not UTF-8 a 400 `code`
+    naming it, before anything else looks at it."""
+    values = h.request.query_arguments.get(name)
+    if not values:
+        return None
+    try:
+        return values[-1].decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, code, f"{name}: is not UTF-8 text",
+                       details=[{"field": name, "message": "is not UTF-8 text"}]) from None
+
+
 async def stream_params(h: RequestLogic) -> tuple[Filter, int]:
     """The query parameters both routes share, checked: the reader's filter and where it
     starts (400 for bad input, 404 for a community the app may not see, 410 for an expired
     cursor)."""
     app = h.app
     assert h.principal is not None and h.principal.app_id is not None
-    kinds = parse_kinds(app, h.get_query_argument("kinds", None, strip=False))
-    community_did = h.get_query_argument("communityDid", None, strip=False)
+    kinds = parse_kinds(app, query_text(h, "kinds"))
+    community_did = query_text(h, "communityDid")
     if community_did is not None:
         if not is_did(community_did):
             raise ApiError(400, "invalid_request", "communityDid: must be a DID",
@@ -56,7 +70,7 @@ async def stream_params(h: RequestLogic) -> tuple[Filter, int]:
             raise NOT_FOUND(community_did)
         await communities.visible(community_did, h.principal.app_id)
     stream = stream_of(app)
-    raw_cursor = h.get_query_argument("cursor", None, strip=False)
+    raw_cursor = query_text(h, "cursor", "invalid_cursor")
     if raw_cursor is None:
         after = await stream.now()
     else:
@@ -94,7 +108,7 @@ class PullHandler(BaseHandler):
                              + b'],"cursor":"' + encode_cursor([page.cursor]).encode() + b'"}')
 
     def _limit(self) -> int:
-        raw = self.get_query_argument("limit", None, strip=False)
+        raw = query_text(self, "limit", "invalid_limit")
         if raw is None:
             return 100
         if not _LIMIT_RE.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
@@ -102,7 +116,7 @@ class PullHandler(BaseHandler):
         return int(raw)
 
     def _wait(self) -> float:
-        raw = self.get_query_argument("wait", None, strip=False)
+        raw = query_text(self, "wait", "invalid_wait")
         if raw is None:
             return 0.0
         if not _WAIT_RE.fullmatch(raw) or not 0 <= float(raw) <= MAX_WAIT:
