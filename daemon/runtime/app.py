@@ -177,9 +177,19 @@ async def maybe_await(value: Any) -> Any:
 
 
 async def call_hook(hook: Any, **kwargs: Any) -> list[Any]:
-    """Call a broadcast hook and await every awaitable result, in order."""
-    results = hook(**kwargs)
-    return [await maybe_await(r) for r in results]
+    """Call a broadcast hook and await every awaitable result, in order: each
+    implementation in pluggy's call order (last registered first, ``tryfirst``/``trylast``
+    honoured), awaited before the next is called, so that one raising (a configuration error
+    at start-up) leaves no coroutine of another made and never awaited. The results are a
+    plain call's: the non-None ones."""
+    out = []
+    for impl in reversed(hook.get_hookimpls()):
+        if impl.hookwrapper or getattr(impl, "wrapper", False):
+            continue
+        result = await maybe_await(impl.function(**{arg: kwargs[arg] for arg in impl.argnames}))
+        if result is not None:
+            out.append(result)
+    return out
 
 
 class Application(tornado.web.Application):
