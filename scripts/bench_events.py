@@ -261,7 +261,11 @@ async def main() -> None:
     parser.add_argument("--no-settle", dest="settle", action="store_false",
                         help="measure the check rounds right after the subscribers connect, "
                              "without a full collection first (the collector's catching up included)")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.backlog, args.live_events, args.idle, args.check_seconds, args.check_pairs = 200, 20, 5, 0.2, 1
+        args.paced_rate = 0
     phases = set(args.phases.split(","))
     if not phases or phases - {"replay", "live", "idle", "check"}:
         parser.error("--phases: a comma-separated list of replay, live, idle, check")

@@ -64,6 +64,14 @@ sys.path.insert(0, str(REPO))
 
 MEMBERS = 100_000
 COMMUNITIES = 1_000
+#: The 900th page's first member (its keyset cursor): 899 pages of 100 in.
+DEEP_OFFSET = 899 * 100 - 1
+
+
+def smoke() -> None:
+    """Tiny data for `--smoke` (this script's and those that seed as it does)."""
+    global MEMBERS, COMMUNITIES, DEEP_OFFSET
+    MEMBERS, COMMUNITIES, DEEP_OFFSET = 1_000, 10, 899
 BIG = "did:plc:benchbigcommunity0000000"
 
 
@@ -200,7 +208,7 @@ async def seed(state: Path) -> dict[str, Any]:
         await communities_store.set_counts_tx(tx, BIG, MEMBERS, 0)
         await tx.execute("ANALYZE")
     ids = await db.fetchall("SELECT id FROM members WHERE community_did = ? ORDER BY id LIMIT 1 OFFSET ?",
-                            (BIG, 899 * 100 - 1))
+                            (BIG, DEEP_OFFSET))
     await db.close()
     return {"key": key, "cursor_after_id": ids[0]["id"]}
 
@@ -437,7 +445,11 @@ def main() -> int:
     parser.add_argument("--stages", action="store_true",
                         help="after the rounds, one pass per scenario sampled with py-spy: CPU µs per "
                              "request by stage (routing, authentication, SQLite, response ...)")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        smoke()
+        args.seconds, args.rounds, args.connections = 0.2, 1, 2
     unknown = set(args.only.split(",")) - set(SCENARIO_NAMES) if args.only else set()
     if unknown:
         parser.error(f"--only: no scenario {', '.join(sorted(unknown))} (there are {', '.join(SCENARIO_NAMES)})")

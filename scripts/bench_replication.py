@@ -70,7 +70,11 @@ def main() -> int:
     parser.add_argument("--join-seconds", type=float, default=20.0)
     parser.add_argument("--interval", type=float, default=0.1,
                         help="replication.sync_interval_seconds and follow_interval_seconds")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        bm.smoke()
+        args.seconds, args.rounds, args.connections, args.join_seconds = 0.2, 1, 2, 1.0
 
     tmp = Path(tempfile.mkdtemp(prefix="cr-repl-"))
     procs: list[subprocess.Popen[bytes]] = []

@@ -53,6 +53,12 @@ AUDIT = 1_000_000
 EVENTS = 1_000_000
 DELIVERIES = 200_000
 WEBHOOKS = 20
+
+
+def smoke() -> None:
+    """Tiny data for `--smoke`."""
+    global COMMUNITIES, MEMBERSHIPS, BIG_MEMBERS, AUDIT, EVENTS, DELIVERIES, WEBHOOKS
+    COMMUNITIES, MEMBERSHIPS, BIG_MEMBERS, AUDIT, EVENTS, DELIVERIES, WEBHOOKS = 20, 2_000, 1_000, 500, 500, 100, 2
 BIG = bm.BIG
 NOW = "2026-01-01T00:00:00.000Z"
 SECRET = "00" * 31 + "01"
@@ -370,7 +376,11 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--startups", type=int, default=5)
     parser.add_argument("--keep", help="seed into this directory and keep it (reused when it holds a seed)")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        smoke()
+        args.seconds, args.rounds, args.connections, args.startups = 0.2, 1, 2, 1
 
     began = time.perf_counter()
     state = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="cr-scale-"))

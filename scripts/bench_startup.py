@@ -60,7 +60,11 @@ def one_run(config: Path, port: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        bench_membership.smoke()
+        args.runs = 1
     state = Path(tempfile.mkdtemp(prefix="cr-startup-"))
     try:
         bench_membership.seed_and_report(state)

@@ -295,7 +295,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--frames", type=Path, default=Path(tempfile.gettempdir()) / "commonroom-sync-frames.bin")
     parser.add_argument("--only-read", action="store_true", help="measure stage 5 only (for an A/B of readers)")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.accounts, args.commits, args.replay, args.rate, args.seconds = 3, 30, 300, 200, 0.5
+        args.frames = Path(tempfile.mkdtemp(prefix="cr-sync-smoke-")) / "frames.bin"
     if args.frames.exists() and args.frames.with_suffix(".json").exists():
         meta = json.loads(args.frames.with_suffix(".json").read_text())
         print(f"using the {meta['frames']} recorded frames in {args.frames}")

@@ -86,7 +86,10 @@ async def main() -> None:
     parser.add_argument("--delay-events", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=1,
                         help="each webhook's concurrency (1: strict order)")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        args.events, args.delay_events = 20, 5
 
     import yaml
 
@@ -94,7 +97,8 @@ async def main() -> None:
     from daemon.runtime.events import emit_tx
     from plugins.apikeys.keys import hash_key, new_app_id, new_key
     from plugins.webhooks import signing
-    from plugins.webhooks.delivery import Dispatcher, dispatcher, secret_context
+    from plugins.webhooks.delivery import Dispatcher, secret_context
+    from plugins.webhooks.service import webhooks_of
     from store import apps as apps_store
     from plugins.communities import store as communities
     from plugins.webhooks import store as webhooks_store
@@ -153,7 +157,7 @@ async def main() -> None:
 
         expected = args.events * args.webhooks
         # Phase 1a: drain a backlog (events committed while the delivery loop was stopped).
-        await dispatcher(app).stop()
+        await webhooks_of(app).running.stop()
         await emit_batches(args.events, "b")
         app.webhooks.dispatcher = Dispatcher(app)
         started = time.time()

@@ -93,7 +93,11 @@ def main() -> None:
     parser.add_argument("--scenarios", default="bare,floor,check")
     parser.add_argument("--requests", type=int, default=1000, help="counted per scenario (after as many / 3 of warm-up)")
     parser.add_argument("--top", type=int, default=40, help="functions listed per scenario")
+    parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
+    if args.smoke:
+        bm.smoke()
+        args.requests = 30
     with tempfile.TemporaryDirectory(prefix="cr-bytecodes-") as tmp:
         state = Path(tmp)
         names = [s for s in args.scenarios.split(",") if s]
