@@ -261,7 +261,12 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
     assert f'href="/c/{club.handle}/settings/reports">Reports</a>' in settings
 
     form = await client.get(f"/c/{club.handle}/report?subject={club.dave['did']}", headers=cookie(carol))
-    assert form.status == 200 and '<header class="site-header">' in form.text and club.dave["did"] in form.text
+    # the member's Report link gives their DID; the form shows them by handle
+    assert form.status == 200 and '<header class="site-header">' in form.text
+    assert f'value="@{club.dave["handle"]}"' in form.text
+    # and the community page's member rows carry the Report link (not on one's own row)
+    assert f'href="/c/{club.handle}/report?subject={club.dave["did"]}"' in page
+    assert f'href="/c/{club.handle}/report?subject={club.carol["did"]}"' not in page
 
     def body(s: Any, **fields: str) -> str:
         from urllib.parse import urlencode
@@ -363,3 +368,43 @@ async def test_a_custom_role_granting_reports_review_opens_the_queue(app, client
         "adminDid": club.alice["did"], "name": "ghost", "capabilities": ["reports.nothing"]})
     assert undeclared.status == 400 and undeclared.json()["error"] == "invalid_request", undeclared.text
     assert "capabilities[0]" in undeclared.text
+
+
+async def test_a_person_is_reported_by_handle_and_a_post_by_its_web_address(app, client, devnet, people):
+    """Nobody knows their neighbours' DIDs: the subject may be a handle (with or without @), an
+    at:// URI whose authority is a handle, or a post's address on a Bluesky-style client; the
+    answer names the DID; who is not a member is refused in words that say so."""
+    club = await Club().make(app, client, devnet, people)
+    by_handle = await club.report(club.carol, "@" + club.dave["handle"], "harassment")
+    assert by_handle.status == 201, by_handle.text
+    assert by_handle.json()["report"]["subject"] == club.dave["did"]
+    plain = await club.report(club.dave, club.erin["handle"].upper(), "spam")
+    assert plain.status == 201 and plain.json()["report"]["subject"] == club.erin["did"]
+
+    outsider = await club.report(club.carol, "@" + club.frank["handle"])
+    assert outsider.status == 400 and outsider.json()["error"] == "subject_not_member"
+    assert f"@{club.frank['handle']}" in outsider.json()["message"] and "not a member" in outsider.json()["message"]
+    nobody = await club.report(club.carol, "@nobody-at-all.test")
+    assert nobody.status == 400 and "nobody-at-all.test" in nobody.json()["message"]
+    gibberish = await club.report(club.carol, "what is this?")
+    assert gibberish.status == 400 and "'what is this?'" in gibberish.json()["message"]
+
+    # a community record shown as a post by a Bluesky-style client: its web address names the
+    # community (by handle) and the record's key
+    post = await club.record(club.dave, "Cheap watches here")
+    rkey = post["rkey"]
+    url = f"https://bsky.app/profile/{club.handle}/post/{rkey}"
+    made = await club.report(club.erin, url, "spam")
+    assert made.status == 201, made.text
+    assert made.json()["report"]["subject"] == post["uri"]
+    # the same record by an at:// URI naming the community by handle: already reported by erin
+    again = await club.report(club.erin, f"at://{club.handle}/{COLLECTION}/{rkey}")
+    assert again.status == 409 and again.json()["error"] == "already_reported"
+    elsewhere = await club.report(club.erin, f"https://bsky.app/profile/{club.dave['handle']}/post/{rkey}")
+    assert elsewhere.status == 400 and elsewhere.json()["error"] == "subject_outside_community"
+
+    # the queue shows what the reported post says, by whom it is, and where to see it
+    alice = await login_as(app, club.alice["did"], club.alice["handle"])
+    queue = (await client.get(f"/c/{club.handle}/settings/reports", headers={"Cookie": f"sid={alice.sid}"})).text
+    assert "Cheap watches here" in queue and "A note (" in queue
+    assert f"@{club.dave['handle']}" in queue

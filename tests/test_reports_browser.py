@@ -72,3 +72,72 @@ async def test_report_resolve_and_read_the_outcome_in_a_browser(app, client, dev
         finally:
             await browser.close()
     assert (await club.api.check(club.did, club.dave["did"]))["isMember"] is False
+
+
+@pytest.mark.parametrize("js", [True, False], ids=["js", "nojs"])
+async def test_members_report_people_by_their_row_and_by_handle_and_a_post_by_its_address(
+        app, client, devnet, people, tmp_path, js):
+    """Nobody knows their neighbours' DIDs: carol reports dave from his row on the community page,
+    and erin by typing @handle; a post's web address is accepted, a non-member's handle refused in
+    words; the queue names both by handle and shows the reported record's text by its decision."""
+    from playwright.async_api import async_playwright
+
+    club = await Club().make(app, client, devnet, people)
+    post = await club.record(club.erin, "Buy cheap watches at my shop")
+    out = Path(os.environ.get("COMMONROOM_SCREENSHOTS", tmp_path)) / ("report-by-handle-" + ("js" if js else "nojs"))
+    out.mkdir(parents=True, exist_ok=True)
+    pages = Pages(out, js)
+    base = client.base_url
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        try:
+            async def as_person(person: dict[str, str]):
+                session = await login_as(app, person["did"], person["handle"])
+                context = await browser.new_context(java_script_enabled=js)
+                await context.add_cookies([{"name": "sid", "value": session.sid, "url": base}])
+                return await context.new_page()
+
+            carol = await as_person(club.carol)
+            await carol.goto(f"{base}/c/{club.handle}")
+            await pages.check(carol, "community-page")
+            dave_row = carol.locator("li.member", has_text="@" + club.dave["handle"])
+            await dave_row.get_by_role("link", name="Report").click()
+            await carol.wait_for_load_state()
+            assert await carol.get_by_label("Who or what").input_value() == "@" + club.dave["handle"]
+            await carol.get_by_label("Spam").check()
+            await carol.get_by_role("button", name="Send the report").click()
+            await carol.wait_for_load_state()
+            assert "your report is with the community's reviewers" in await carol.content()
+
+            # by typing: a non-member's handle is refused in words, then erin by @handle
+            await carol.goto(f"{base}/c/{club.handle}/report")
+            await carol.get_by_label("Who or what").fill("@" + club.frank["handle"])
+            await carol.get_by_label("Harassment").check()
+            await carol.get_by_role("button", name="Send the report").click()
+            await carol.wait_for_load_state()
+            error = await carol.locator("#subject-error").inner_text()
+            assert "@" + club.frank["handle"] in error and "not a member" in error
+            await pages.check(carol, "report-not-a-member")
+            await carol.get_by_label("Who or what").fill("@" + club.erin["handle"])
+            await carol.get_by_role("button", name="Send the report").click()
+            await carol.wait_for_load_state()
+            assert "your report is with the community's reviewers" in await carol.content()
+
+            # a post's web address, as a Bluesky-style client shows the community's record
+            dave = await as_person(club.dave)
+            await dave.goto(f"{base}/c/{club.handle}/report")
+            await dave.get_by_label("Who or what").fill(f"https://bsky.app/profile/{club.handle}/post/{post['rkey']}")
+            await dave.get_by_label("Spam").check()
+            await dave.get_by_role("button", name="Send the report").click()
+            await dave.wait_for_load_state()
+            assert "your report is with the community's reviewers" in await dave.content()
+
+            bob = await as_person(club.bob)
+            await bob.goto(f"{base}/c/{club.handle}/settings/reports")
+            queue = await bob.locator("main").inner_text()
+            assert "@" + club.dave["handle"] in queue and "@" + club.erin["handle"] in queue
+            record_group = bob.locator("li.report-group", has_text="Buy cheap watches at my shop")
+            assert await record_group.get_by_label("Remove the record").count() == 1
+            await pages.check(bob, "report-queue-with-record")
+        finally:
+            await browser.close()

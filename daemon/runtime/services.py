@@ -246,7 +246,10 @@ class RecordsService(Protocol):
 
     async def record(self, community_did: str, collection: str, rkey: str) -> dict[str, Any] | None:
         """The indexed record (``uri``, ``cid``, ``collection``, ``rkey``, ``authorDid``,
-        ``createdAt``), None if the community has no such record."""
+        ``createdAt``, ``value``), None if the community has no such record."""
+    async def record_by_rkey(self, community_did: str, rkey: str) -> dict[str, Any] | None:
+        """The community's newest indexed record with this record key in any collection (a
+        post's web address names only the key), as `record` answers it; None if none."""
     async def delete_record(self, community_did: str, collection: str, rkey: str, actor: "Actor", *,
                             permitted: bool = False) -> dict[str, Any]:
         """Delete a record as `actor` (a member), as the API's delete does: the collection's

@@ -4,6 +4,8 @@ API's DELETE (the reports plugin removes a reported record with it)."""
 
 from __future__ import annotations
 
+import json
+
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import Actor, ApiError, CommunitiesService
@@ -22,11 +24,10 @@ class Records:
         self.app = app
 
     async def record(self, community_did: str, collection: str, rkey: str) -> dict[str, Any] | None:
-        row = await store.get_record(self.app.db, community_did, collection, rkey)
-        if row is None:
-            return None
-        return {"uri": row["uri"], "cid": row["cid"], "collection": row["collection"], "rkey": row["rkey"],
-                "authorDid": row["author_did"], "createdAt": row["created_at"]}
+        return _record_json(await store.get_record(self.app.db, community_did, collection, rkey))
+
+    async def record_by_rkey(self, community_did: str, rkey: str) -> dict[str, Any] | None:
+        return _record_json(await store.record_by_rkey(self.app.db, community_did, rkey))
 
     async def delete_record(self, community_did: str, collection: str, rkey: str, actor: Actor, *,
                             permitted: bool = False) -> dict[str, Any]:
@@ -59,3 +60,11 @@ class Records:
                 "delete", did, collection, rkey, None, row["cid"], author_did=row["author_did"],
                 user_did=actor.did, app_id=actor.app_id)))
         return {"uri": row["uri"], "cid": row["cid"], "collection": collection, "rkey": rkey, "deleted": True}
+
+
+def _record_json(row: Any) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {"uri": row["uri"], "cid": row["cid"], "collection": row["collection"], "rkey": row["rkey"],
+            "authorDid": row["author_did"], "createdAt": row["created_at"],
+            "value": json.loads(row["value"]) if row["value"] else None}

@@ -21,6 +21,12 @@ async def get_record(db: Reader, community_did: str, collection: str, rkey: str)
         (community_did, collection, rkey))
 
 
+async def record_by_rkey(db: Reader, community_did: str, rkey: str) -> Row | None:
+    return await db.fetchone(
+        "SELECT * FROM records WHERE community_did = ? AND rkey = ? ORDER BY created_at DESC LIMIT 1",
+        (community_did, rkey))
+
+
 async def upsert_record_tx(tx: Transaction, *, community_did: str, collection: str, rkey: str,
                            uri: str, cid: str, author_did: str, app_id: str | None, value_json: str,
                            now: str) -> None:

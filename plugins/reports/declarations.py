@@ -48,6 +48,7 @@ LINKS = [
     Link("community.page", "Report this community's content", "/c/{community[handle]}/report",
          when=lambda v: v.get("me") is not None and bool((v.get("membership") or {}).get("isMember"))),
     Link("member.actions", "Report", "/c/{community[handle]}/report?subject={member[did]}",
-         when=lambda v: v.get("me") is not None and v["me"].get("did") != (v.get("member") or {}).get("did")),
+         when=lambda v: v.get("me") is not None and v["me"].get("did") != (v.get("member") or {}).get("did")
+         and bool((v.get("membership") or {"isMember": True}).get("isMember"))),
     Link("person.home", "My reports", "/reports/mine"),
 ]

@@ -83,7 +83,12 @@ class ReportPage(PageHandler):
     async def get(self, ident: str) -> None:
         assert self.me is not None
         community = await reports.visible_community(self.app, ident, Actor(self.me["did"], None, proven=True))
-        self._render(community, {"subject": self.get_query_argument("subject", "")[:3000]}, None)
+        subject = self.get_query_argument("subject", "")[:3000].strip()
+        if subject.startswith("did:"):  # a member row's Report link: show the person by handle
+            profile = (await reports.communities(self.app).profiles([subject])).get(subject)
+            if profile is not None and profile["handle"]:
+                subject = "@" + profile["handle"]
+        self._render(community, {"subject": subject}, None)
 
     async def submit(self, ident: str) -> None:
         assert self.me is not None
@@ -127,6 +132,7 @@ class QueuePage(PageHandler):
         community = await reports.visible_community(self.app, ident, actor)
         await reports.require_reviewer(self.app, community, actor)
         groups = await reports.queue(self.app, community)
+        await reports.record_previews(self.app, community, groups)
         resolved = await reports.recent_resolved(self.app, community, limit=20)
         self.render_page("queue.html", title=f"Reports of {community.name}", community=community,
                          groups=groups, resolved=resolved, person=await namer(self.app, queue_dids(groups, resolved)),
@@ -161,6 +167,7 @@ class ResolveAction(PageHandler):
                 raise
             await reports.require_reviewer(self.app, community, actor)
             groups = await reports.queue(self.app, community)
+            await reports.record_previews(self.app, community, groups)
             resolved = await reports.recent_resolved(self.app, community, limit=20)
             self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status,
                              community=community, groups=groups, resolved=resolved,

@@ -11,12 +11,14 @@ person is told nothing here. Events go only to the apps that act for the admins
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Any
+from urllib.parse import unquote
 
 from daemon.plugin import (Actor, ApiError, Application, CommunitiesService, Community, Row, emit_tx, invalid,
                            is_did, iso)
-from daemon.plugin.atproto import is_at_uri, is_datetime
+from daemon.plugin.atproto import is_at_uri, is_datetime, is_handle, normalize_handle, resolve_identity
 from daemon.plugin.services import RecordsService
 
 from plugins.reports import store
@@ -76,24 +78,72 @@ def split_uri(uri: str) -> tuple[str, str, str]:
 # ------------------------------------------------------------------ reporting
 
 
+SUBJECT_WORDS = ("a member's handle (@alice.example.com) or DID, a link to a post of the community "
+                 "(https://bsky.app/profile/…/post/…), or a record's at:// URI")
+#: A post's web address on a Bluesky-style client: /profile/<handle or DID>/post/<rkey>
+_POST_URL = re.compile(r"https://[A-Za-z0-9.-]+/profile/([^/?#]+)/post/([A-Za-z0-9._:~-]{1,512})/?(?:[?#].*)?")
+_PROFILE_URL = re.compile(r"https://[A-Za-z0-9.-]+/profile/([^/?#]+)/?(?:[?#].*)?")
+
+
+async def _did_of(app: Application, actor: str, typed: str) -> str:
+    """The DID of a handle or DID someone typed (the site's profile cache first, then the
+    network); 400 naming what was typed when it names nobody."""
+    if is_did(actor):
+        return actor
+    handle = normalize_handle(actor)
+    if not is_handle(handle):
+        raise invalid("subject", f"{typed[:200]!r} is not a handle, a DID, a post's link or an at:// URI: "
+                                 f"give {SUBJECT_WORDS}")
+    did = await communities(app).person_did(handle)
+    if did is None:
+        try:
+            did = (await resolve_identity(app, handle)).did
+        except ApiError:
+            raise ApiError(400, "unknown_handle", f"Nobody has the handle @{handle}: check its spelling.",
+                           details=[{"field": "subject", "message": f"nobody has the handle @{handle}"}]) from None
+    return did
+
+
 async def subject_of(app: Application, community: Community, subject: Any) -> tuple[str, str, str]:
-    """(subject, kind, the reported person's DID) of a member's DID or a record's URI of
-    the community; 400 for anything else, 404 for a record the community does not have."""
-    if not isinstance(subject, str) or not subject:
-        raise invalid("subject", "must be a member's DID or the at:// URI of a record of the community")
-    if is_did(subject):
-        if not (await communities(app).membership(community.did, subject)).is_member:
-            raise ApiError(400, "subject_not_member", "The person reported is not a member of this community.")
-        return subject, "member", subject
-    if not is_at_uri(subject) or subject.count("/") != 4:
-        raise invalid("subject", "must be a member's DID or the at:// URI of a record of the community")
-    did, collection, rkey = split_uri(subject)
-    if did != community.did:
-        raise ApiError(400, "subject_outside_community", "The record is not in this community's repository.")
-    record = await records(app).record(community.did, collection, rkey)
-    if record is None:
-        raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
-    return record["uri"], "record", record["authorDid"] or ""
+    """(subject, kind, the reported person's DID) of what a reporter gives: a member's handle
+    (with or without @) or DID, a record's at:// URI (its authority a DID or a handle), or a
+    post's web address on a Bluesky-style client (``/profile/<h>/post/<rkey>``, the record
+    ``app.bsky.feed.post/<rkey>``); 400 naming what was understood, 404 for a record the
+    community does not have."""
+    if not isinstance(subject, str) or not subject.strip():
+        raise invalid("subject", f"must be {SUBJECT_WORDS}")
+    typed = subject.strip()
+    text = typed.lstrip("@")
+    post = _POST_URL.fullmatch(text)
+    profile = _PROFILE_URL.fullmatch(text) if post is None else None
+    if post is not None:
+        owner = await _did_of(app, unquote(post.group(1)), typed)
+        text = f"at://{owner}/app.bsky.feed.post/{post.group(2)}"
+    elif profile is not None:
+        text = unquote(profile.group(1))
+    if text.startswith("at://"):
+        parts = text[len("at://"):].split("/")
+        if len(parts) == 3 and not is_did(parts[0]):
+            parts[0] = await _did_of(app, parts[0], typed)
+            text = "at://" + "/".join(parts)
+        if not is_at_uri(text) or text.count("/") != 4:
+            raise invalid("subject", f"{typed[:200]!r} is not the at:// URI of a record: give {SUBJECT_WORDS}")
+        did, collection, rkey = split_uri(text)
+        if did != community.did:
+            raise ApiError(400, "subject_outside_community",
+                           f"{typed[:200]} is a record of another account, not of this community's repository.")
+        record = await records(app).record(community.did, collection, rkey)
+        if record is None and post is not None:  # an app shows a community record as a post
+            record = await records(app).record_by_rkey(community.did, rkey)
+        if record is None:
+            raise ApiError(404, "record_not_found", f"No record {collection}/{rkey} in this community.")
+        return record["uri"], "record", record["authorDid"] or ""
+    person = await _did_of(app, text, typed)
+    if not (await communities(app).membership(community.did, person)).is_member:
+        who = f"@{normalize_handle(text)} ({person})" if not is_did(text) else person
+        raise ApiError(400, "subject_not_member", f"{who} is not a member of this community: only its members "
+                                                  "and their records can be reported here.")
+    return person, "member", person
 
 
 async def create(app: Application, community: Community, reporter_did: str, body: dict[str, Any], *,
@@ -160,6 +210,35 @@ async def queue(app: Application, community: Community, *, limit: int = 500) -> 
         group["reasons"][row["reason"]] = group["reasons"].get(row["reason"], 0) + 1
         group["reports"].append(review_json(row))
     return list(groups.values())
+
+
+def collection_words(collection: str) -> str:
+    """A collection in words for reviewers: ``app.bsky.feed.post`` → "post"."""
+    known = {"app.bsky.feed.post": "post", "app.bsky.feed.like": "like", "app.bsky.feed.repost": "repost",
+             "app.bsky.graph.follow": "follow"}
+    if collection in known:
+        return known[collection]
+    *authority, name = collection.split(".")
+    words = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name).lower()
+    return f"{words} ({'.'.join(authority)})"
+
+
+async def record_previews(app: Application, community: Community, groups: list[dict[str, Any]]) -> None:
+    """Give each record group of the queue what a reviewer needs to decide: ``preview`` with
+    the collection in words, the record's text fields (as the index holds them), and a link to
+    it on a Bluesky-style client (which shows a community's records by their key)."""
+    for group in groups:
+        if group["subjectKind"] != "record":
+            continue
+        _, collection, rkey = split_uri(group["subject"])
+        record = await records(app).record(community.did, collection, rkey)
+        value = (record or {}).get("value") or {}
+        group["preview"] = {
+            "collection": collection, "words": collection_words(collection), "missing": record is None,
+            "link": f"https://bsky.app/profile/{community.handle}/post/{rkey}"
+            if collection == "app.bsky.feed.post" else None,
+            "fields": [(k, v[:1000]) for k, v in value.items()
+                       if isinstance(v, str) and k not in ("$type", "createdAt") and v.strip()][:6]}
 
 
 async def recent_resolved(app: Application, community: Community, *, limit: int = 50) -> list[dict[str, Any]]:
