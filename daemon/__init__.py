@@ -1,6 +1,6 @@
 """Commonroom: a self-hostable community service for the AT Protocol."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 import pluggy as _pluggy
 

@@ -39,6 +39,34 @@ class NewerSchemaError(Exception):
     """The database was migrated by a newer version of the daemon."""
 
 
+class MigrationFailed(Exception):
+    """A migration failed; it and every later one were not applied (each runs in its own
+    transaction, so the database holds what it held before that migration)."""
+
+    def __init__(self, migration: "Migration", cause: BaseException) -> None:
+        self.migration, self.cause = migration, cause
+        super().__init__(f"migration {migration.component}/{migration.version:04d}_{migration.name} failed: "
+                         f"{cause}. The database is as it was before it; earlier migrations of this run "
+                         "are applied.")
+
+
+# Which Commonroom versions migrated the database (so that an older one can say which newer
+# one wrote it): recorded after a migration run succeeds, like schema_migrations never edited.
+_WRITERS = """
+CREATE TABLE IF NOT EXISTS schema_writers (
+    version    TEXT PRIMARY KEY,
+    first_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+);
+"""
+
+
+async def writer_version(db: Database) -> str | None:
+    """The newest Commonroom version that migrated this database (None before 0.2.0)."""
+    if not await db.fetchval("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_writers'"):
+        return None
+    return await db.fetchval("SELECT version FROM schema_writers ORDER BY first_at DESC, rowid DESC LIMIT 1")
+
+
 @dataclass(frozen=True)
 class Migration:
     component: str
@@ -91,13 +119,21 @@ async def unapplied(db: Database, components: Iterable[tuple[str, str | Path]]) 
     return await _plan(db, components)
 
 
-async def migrate(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
-    """Apply pending migrations of every component; return those applied."""
+async def migrate(db: Database, components: Iterable[tuple[str, str | Path]], *,
+                  version: str | None = None) -> list[Migration]:
+    """Apply pending migrations of every component; return those applied. `version`: the
+    Commonroom doing it, recorded once every migration applied (`writer_version`). A failing
+    migration raises `MigrationFailed`; it changed nothing."""
     await db.executescript(_BOOTSTRAP)
     plan = await _plan(db, components)
     for m in plan:
-        await _apply(db, m)
+        try:
+            await _apply(db, m)
+        except Exception as exc:
+            raise MigrationFailed(m, exc) from exc
         log.info("applied migration %s/%04d_%s", m.component, m.version, m.name)
+    if version is not None:
+        await db.executescript(_WRITERS + f"INSERT OR IGNORE INTO schema_writers (version) VALUES ({_quote(version)});")
     return plan
 
 
@@ -110,10 +146,12 @@ async def _plan(db: Database, components: Iterable[tuple[str, str | Path]]) -> l
         applied = {r["version"]: r["checksum"] for r in rows}
         newest_known = max((m.version for m in known), default=0)
         if applied and max(applied) > newest_known:
+            writer = await writer_version(db)
+            by = f"Commonroom {writer}" if writer else "a newer version"
             raise NewerSchemaError(
                 f"the database {db.path} has schema version {max(applied)} of '{component}', "
-                f"but this Commonroom only knows up to {newest_known}: it was migrated by a newer "
-                "version. Run that version, or restore a backup taken before the upgrade.")
+                f"but this Commonroom only knows up to {newest_known}: it was migrated by {by}. "
+                "Run that version, or restore a backup taken before the upgrade.")
         for m in known:
             if m.version in applied:
                 if applied[m.version] != m.checksum:

@@ -34,7 +34,8 @@ PUBLIC_NAMES: dict[str, list[str]] = {
         "DID", "NO_CONTENT", "encode_cursor", "DID_PATTERN", "validate", "invalid", "is_did", "require_did",
         "PageHandler", "WebFolders", "Link", "when", "moment", "EventKind", "emit_tx", "Capability",
         "CommunitiesService", "Community", "Visibility", "Actor", "MemberStatus", "UserMethod",
-        "prove_acting_user", "ConfigError", "check_range", "Reader", "Row", "Transaction", "Alarm", "iso"],
+        "prove_acting_user", "ConfigError", "check_range", "Reader", "Row", "Transaction", "Alarm", "iso",
+        "API_VERSION"],
     "daemon.plugin.http": [
         "RequestLogic", "SERVER_HEADER", "encode_json", "error_for", "LeanHandler", "decode_cursor",
         "header", "Response", "html", "redirect", "CURSOR", "ANY", "EVENT_KIND", "enum_of", "error_or_page",

@@ -468,3 +468,33 @@ async def test_a_credential_a_plugin_refuses_at_once_counts_towards_the_failed_a
         answers.append((await client.get("/test/whoami", headers={"X-Test-Token": token})).status)
     assert answers[:budget] == [401] * budget and set(answers[budget:]) == {429}
     assert (await client.get("/test/whoami", headers={"X-Test-Token": "known"})).status == 200
+
+
+def test_a_plugin_declaring_an_api_range_the_daemon_does_not_meet_stops_start_up(tmp_path) -> None:
+    """`cr_plugin_api_version`: a plugin made for another major of the plugin API is refused,
+    naming the plugin and both versions; one made for this one loads."""
+    import pytest as _pytest
+
+    from daemon.plugin import API_VERSION, hookimpl
+    from daemon.runtime.plugins import PluginError, api_version_in, build_plugin_manager
+
+    class FutureOnly:
+        plugin_name = "future-polls"
+
+        @hookimpl
+        def cr_plugin_api_version(self) -> str:
+            return ">=2.0,<3"
+
+    class ThisOne:
+        plugin_name = "polls"
+
+        @hookimpl
+        def cr_plugin_api_version(self) -> str:
+            return ">=1.0,<2"
+
+    with _pytest.raises(PluginError) as refused:
+        build_plugin_manager((), (FutureOnly(),), load_entry_points=False)
+    message = str(refused.value)
+    assert "'future-polls'" in message and ">=2.0,<3" in message and API_VERSION in message
+    assert build_plugin_manager((), (ThisOne(),), load_entry_points=False).has_plugin("polls")
+    assert api_version_in("1.0", ">=1.0,<2") and not api_version_in("1.0", ">1.0") and api_version_in("1.4", "!=1.3")

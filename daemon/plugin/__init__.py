@@ -36,6 +36,8 @@ from daemon.runtime.services import CommunitiesService, Community, DID_PATTERN, 
 from daemon.security.access import Actor, MemberStatus
 from store.db import Reader, Row, Transaction
 
+from daemon.runtime.plugins import API_VERSION  # the plugin API's version: docs/plugins.md, "Compatibility"
+
 __all__ = [
     "hookimpl", "declared", "Application", "BaseHandler", "ApiError", "Principal", "operation", "query", "obj",
     "arr", "nullable", "page", "STRING", "STRING_OR_NULL", "INTEGER", "BOOLEAN", "DATETIME", "DID",
@@ -43,4 +45,5 @@ __all__ = [
     "WebFolders", "Link", "when", "moment", "EventKind", "emit_tx", "Capability", "CommunitiesService",
     "Community", "Visibility", "Actor", "MemberStatus", "UserMethod", "prove_acting_user", "ConfigError",
     "check_range", "Reader", "Row", "Transaction", "Alarm", "iso",
+    "API_VERSION",
 ]

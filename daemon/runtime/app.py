@@ -143,7 +143,8 @@ async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginMan
                                 signing_key=keys[0] if keys else None)
         await asyncio.to_thread(backup.prune, parent, keep, "pre-migrate-")
         log.warning("backed up %s to %s before applying %d migration(s)", config.database_path, dest, len(plan))
-    return await migrate(db, components)
+    from daemon import __version__
+    return await migrate(db, components, version=__version__)
 
 
 def load_secret_key(config: Config) -> SecretBox:

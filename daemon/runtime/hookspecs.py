@@ -77,6 +77,21 @@ def cr_plugin_requires() -> list[str] | None:
     """
 
 
+@hookspec
+def cr_plugin_api_version() -> str | None:
+    """Say which versions of the plugin API (`daemon.plugin.API_VERSION`, ``"MAJOR.MINOR"``)
+    this plugin works with, as a range: ``">=1.0,<2"`` (comma-separated conditions, each
+    ``>=``, ``>``, ``<=``, ``<``, ``==`` or ``!=`` and a version).
+
+    Called once per plugin while the plugin manager is built. A minor version adds to the
+    API; a major one may remove or change names (docs/plugins.md, "Compatibility"), so
+    ``>=1.N,<2`` (N: the minor version whose additions you use) is the usual answer. Start-up
+    fails, naming both versions, when the running Commonroom's API is outside the range.
+
+    :return: the range, or None (no declaration: any version, at your plugin's risk).
+    """
+
+
 # ------------------------------------------------------------------ declarations
 
 

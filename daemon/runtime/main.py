@@ -178,10 +178,26 @@ async def _serve(config: Any, pm: Any) -> int:
     return 0
 
 
-async def run_migrate(config: Any, pm: Any) -> int:
-    from daemon.runtime.app import migrate_with_backup
+async def run_migrate(config: Any, pm: Any, dry_run: bool = False) -> int:
+    from daemon.runtime.app import migrate_with_backup, migration_components
     from store.db import Database, ReadOnlyDatabase
+    from store.migrate import unapplied, writer_version
 
+    if dry_run:  # read only: nothing is created or changed, not even an empty database
+        if not config.database_path.exists():
+            print(f"{config.database_path} does not exist: `commonroom migrate` creates it with every migration")
+            return 0
+        db = Database(config.database_path, read_only=True)
+        await db.open()
+        try:
+            plan, writer = await unapplied(db, migration_components(pm)), await writer_version(db)
+        finally:
+            await db.close()
+        print(f"{config.database_path}: last migrated by Commonroom {writer or '0.1.x or older'}; "
+              f"{len(plan)} migration(s) would be applied" + (":" if plan else ""))
+        for m in plan:
+            print(f"  {m.component}/{m.version:04d}_{m.name}")
+        return 0
     if config.is_follower:
         raise ReadOnlyDatabase("migrate")
 
@@ -341,7 +357,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"commonroom {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="migrate the database and serve HTTP until SIGTERM")
-    sub.add_parser("migrate", help="apply pending database migrations and exit")
+    migrate_cmd = sub.add_parser("migrate", help="apply pending database migrations and exit")
+    migrate_cmd.add_argument("--dry-run", action="store_true",
+                             help="list the migrations that would be applied, and which version last migrated "
+                                  "the database; change nothing")
     sub.add_parser("check-config", help="validate the configuration and exit")
     backup = sub.add_parser(
         "backup", help="write a complete backup (database, key files, manifest) while the daemon runs",
@@ -390,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"configuration OK: {known.config}")
             return 0
         if args.command == "migrate":
-            return asyncio.run(run_migrate(config, pm))
+            return asyncio.run(run_migrate(config, pm, args.dry_run))
         if args.command == "backup":
             return asyncio.run(run_backup(config, pm, args))
         if args.command == "restore":
@@ -417,10 +436,13 @@ def main(argv: list[str] | None = None) -> int:
               "primary; its changes reach the followers through Litestream", file=sys.stderr)
         return 2
     except Exception as exc:
-        from store.migrate import NewerSchemaError
+        from store.migrate import MigrationFailed, NewerSchemaError
         if isinstance(exc, NewerSchemaError):
             print(f"commonroom: {exc}", file=sys.stderr)
             return 3
+        if isinstance(exc, MigrationFailed):
+            print(f"commonroom: {exc}", file=sys.stderr)
+            return 4
         raise
 
 

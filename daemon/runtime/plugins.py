@@ -76,7 +76,7 @@ def build_plugin_manager(disabled: Iterable[str] = (), extra: Iterable[Any] = ()
             pm.register(plugin, name=ep.name)
             log.info("loaded plugin %s from %s", ep.name, ep.value)
     for plugin in extra:
-        pm.register(plugin)
+        pm.register(plugin, name=getattr(plugin, "plugin_name", None))  # a test plugin may name itself
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as exc:
@@ -88,6 +88,7 @@ def build_plugin_manager(disabled: Iterable[str] = (), extra: Iterable[Any] = ()
                     f"{impl.plugin_name}.{hook_name} must be a plain def that returns None "
                     "or an awaitable (an async def would claim every request)")
     check_requirements(pm, disabled)
+    check_api_versions(pm)
     dependency_order(pm)  # refuses a cycle now rather than at the first migration
     return pm
 
@@ -156,6 +157,54 @@ def check_requirements(pm: pluggy.PluginManager, disabled: Iterable[str] = ()) -
                             "which is not installed")
     if problems:
         raise PluginDependencyError("; ".join(problems))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = text.strip().split(".")
+    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(text)
+    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
+
+
+_COMPARE = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            "<": lambda a, b: a < b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def api_version_in(version: str, spec: str) -> bool:
+    """Whether `version` ("1.0") meets every condition of `spec` (">=1.0,<2"); ValueError
+    for a spec that is not one."""
+    have = _version(version)
+    for condition in spec.split(","):
+        condition = condition.strip()
+        op = next((o for o in (">=", "<=", "==", "!=", ">", "<") if condition.startswith(o)), None)
+        if op is None:
+            raise ValueError(condition)
+        if not _COMPARE[op](have, _version(condition[len(op):])):
+            return False
+    return True
+
+
+#: The plugin API's version, ``MAJOR.MINOR`` (`daemon.plugin.API_VERSION`; docs/plugins.md,
+#: "Compatibility"): the minor grows when names are added, the major when any is removed or
+#: changes meaning.
+API_VERSION = "1.0"
+
+
+def check_api_versions(pm: pluggy.PluginManager) -> None:
+    """Refuse a plugin whose declared plugin-API range (`cr_plugin_api_version`) the running
+    `API_VERSION` is outside, naming the plugin and both versions."""
+    for name, spec in results_by_plugin(pm, "cr_plugin_api_version"):
+        if spec is None:
+            continue
+        try:
+            fits = isinstance(spec, str) and api_version_in(API_VERSION, spec)
+        except ValueError:
+            raise PluginError(f"{name}.cr_plugin_api_version must return a range such as '>=1.0,<2', "
+                              f"not {spec!r}") from None
+        if not fits:
+            raise PluginError(f"plugin {name!r} supports the plugin API {spec}, but this Commonroom's plugin API "
+                              f"is {API_VERSION}: install a version of {name!r} made for plugin API {API_VERSION}, "
+                              "or disable it (plugins.disabled)")
 
 
 def dependency_order(pm: pluggy.PluginManager) -> list[str]:
