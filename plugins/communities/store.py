@@ -232,11 +232,12 @@ async def status(db: Reader, community_did: str, user_did: str) -> Row | None:
 
 _CHECK_SQL = (
     "SELECT c.did, c.type, c.state, c.creator_app_id, c.roster_visibility, "
-    "(SELECT 1 FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?) AS app_allowed, "
-    "(SELECT a.manage FROM community_apps a WHERE a.community_did = c.did AND a.app_id = ?) AS app_manages, "
+    # One probe of community_apps (its primary key) for both of the app's columns.
+    "CASE WHEN a.app_id IS NOT NULL THEN 1 END AS app_allowed, a.manage AS app_manages, "
     "m.id AS member_id, m.admin_rank, m.roles, m.grants, "
     "(SELECT 1 FROM join_requests r WHERE r.community_did = c.did AND r.member_did = ?) AS pending "
     "FROM communities c LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ? "
+    "LEFT JOIN community_apps a ON a.community_did = c.did AND a.app_id = ? "
     "WHERE c.did = ?")
 
 
@@ -246,8 +247,7 @@ async def status_for_app(db: Reader, community_did: str, user_did: str, app_id: 
     membership/check asks this on every page view of every app, so the row may come from
     the database's cache of point reads (`fetchone_now(cached=True)`: emptied by every
     commit of this daemon, so a join, leave, ban or role change is seen by the next check)."""
-    return await db.fetchone_now(_CHECK_SQL, (app_id or "", app_id or "", user_did, user_did, community_did),
-                                 cached=True)
+    return await db.fetchone_now(_CHECK_SQL, (user_did, user_did, app_id or "", community_did), cached=True)
 
 
 # A ban is in force while `expires_at` is NULL or later than now (ISO 8601 strings of one
@@ -392,8 +392,12 @@ def _member_page_sql(admin_view: bool) -> str:
         f"{member} AS j "
         # The index names the plan: with statistics that say one community holds most
         # members, SQLite would otherwise walk the whole table by id for a small one.
+        # Inactive accounts are left out by an outer join rather than `_ACTIVE_ACCOUNT`'s
+        # NOT EXISTS: the same rows, ~7 % fewer instructions for a page of 100 (a
+        # correlated subquery per row costs more than a join's probe; issue 34).
         "FROM members m INDEXED BY members_by_community "
-        "WHERE m.community_did = ? AND m.id > ? AND " + _ACTIVE_ACCOUNT + " ORDER BY m.id LIMIT ?)")
+        "LEFT JOIN account_status s ON s.did = m.member_did "
+        "WHERE m.community_did = ? AND m.id > ? AND s.did IS NULL ORDER BY m.id LIMIT ?)")
 
 
 _MEMBER_PAGE_SQL = {admin_view: _member_page_sql(admin_view) for admin_view in (False, True)}
