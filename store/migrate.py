@@ -102,11 +102,13 @@ def newest_versions(components: Iterable[tuple[str, str | Path]]) -> dict[str, i
             for component, directory in components}
 
 
-async def pending(db: Database, components: Iterable[tuple[str, str | Path]]) -> tuple[list[Migration], bool]:
+async def pending(db: Database, components: Iterable[tuple[str, str | Path]], *,
+                  version: str | None = None) -> tuple[list[Migration], bool]:
     """The migrations `migrate` would apply, and whether the database holds any applied
-    one already (False for a new database)."""
+    one already (False for a new database). `version`: the running Commonroom's (named in a
+    refusal of a newer database)."""
     await db.executescript(_BOOTSTRAP)
-    plan = await _plan(db, components)
+    plan = await _plan(db, components, version)
     return plan, bool(await db.fetchval("SELECT COUNT(*) FROM schema_migrations"))
 
 
@@ -125,7 +127,7 @@ async def migrate(db: Database, components: Iterable[tuple[str, str | Path]], *,
     Commonroom doing it, recorded once every migration applied (`writer_version`). A failing
     migration raises `MigrationFailed`; it changed nothing."""
     await db.executescript(_BOOTSTRAP)
-    plan = await _plan(db, components)
+    plan = await _plan(db, components, version)
     for m in plan:
         try:
             await _apply(db, m)
@@ -137,7 +139,8 @@ async def migrate(db: Database, components: Iterable[tuple[str, str | Path]], *,
     return plan
 
 
-async def _plan(db: Database, components: Iterable[tuple[str, str | Path]]) -> list[Migration]:
+async def _plan(db: Database, components: Iterable[tuple[str, str | Path]],
+                version: str | None = None) -> list[Migration]:
     plan: list[Migration] = []
     for component, directory in components:
         known = discover(component, directory)
@@ -147,7 +150,7 @@ async def _plan(db: Database, components: Iterable[tuple[str, str | Path]]) -> l
         newest_known = max((m.version for m in known), default=0)
         if applied and max(applied) > newest_known:
             writer = await writer_version(db)
-            by = f"Commonroom {writer}" if writer else "a newer version"
+            by = f"Commonroom {writer}" if writer and writer != version else "a newer version"
             raise NewerSchemaError(
                 f"the database {db.path} has schema version {max(applied)} of '{component}', "
                 f"but this Commonroom only knows up to {newest_known}: it was migrated by {by}. "

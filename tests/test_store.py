@@ -42,8 +42,10 @@ async def test_failed_migration_leaves_nothing_behind(tmp_path):
     d = tmp_path / "m"
     d.mkdir()
     (d / "0001_bad.sql").write_text("CREATE TABLE t (x INTEGER);\nINSERT INTO nope VALUES (1);")
-    with pytest.raises(sqlite3.OperationalError):
+    from store.migrate import MigrationFailed
+    with pytest.raises(MigrationFailed) as failed:
         await migrate(db, [("demo", d)])
+    assert isinstance(failed.value.cause, sqlite3.OperationalError) and "demo/0001_bad" in str(failed.value)
     assert await db.fetchval("SELECT count(*) FROM sqlite_master WHERE name = 't'") == 0
     assert await db.fetchval("SELECT count(*) FROM schema_migrations") == 0
     await db.close()

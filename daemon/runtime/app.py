@@ -132,7 +132,8 @@ async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginMan
 
     components = migration_components(pm)
     keep = config.storage.pre_migration_backups
-    plan, existing = await pending(db, components)
+    from daemon import __version__
+    plan, existing = await pending(db, components, version=__version__)
     if plan and existing and keep:
         parent = config.state_dir / "backups"
         dest = parent / f"pre-migrate-{backup.stamp()}"
@@ -143,7 +144,6 @@ async def migrate_with_backup(db: Database, config: Config, pm: pluggy.PluginMan
                                 signing_key=keys[0] if keys else None)
         await asyncio.to_thread(backup.prune, parent, keep, "pre-migrate-")
         log.warning("backed up %s to %s before applying %d migration(s)", config.database_path, dest, len(plan))
-    from daemon import __version__
     return await migrate(db, components, version=__version__)
 
 
