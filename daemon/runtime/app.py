@@ -183,6 +183,8 @@ async def call_hook(hook: Any, **kwargs: Any) -> list[Any]:
     honoured), awaited before the next is called, so that one raising (a configuration error
     at start-up) leaves no coroutine of another made and never awaited. The results are a
     plain call's: the non-None ones."""
+    if not hasattr(hook, "get_hookimpls"):  # a plain callable standing in for a hook
+        return [await maybe_await(r) for r in hook(**kwargs)]
     out = []
     for impl in reversed(hook.get_hookimpls()):
         if impl.hookwrapper or getattr(impl, "wrapper", False):
