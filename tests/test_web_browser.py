@@ -167,6 +167,10 @@ async def test_create_find_request_join_and_leave_through_the_pages(
 
         await a_page.get_by_label("Name", exact=True).fill(name)
         await a_page.get_by_role("button", name="Create the community").click()
+        await a_page.wait_for_load_state()
+        # the recovery key is shown once (tests/test_web_browser_recovery_key.py), then onwards
+        assert await a_page.locator("h1").inner_text() == "Keep the community's recovery key"
+        await a_page.get_by_role("link", name="I have stored it: continue").click()
         await a_page.wait_for_url(re.compile(r"/c/[^/?]+\?done=created$"))
         assert await a_page.locator("h1").inner_text() == name
         assert "You are its primary admin" in await a_page.get_by_role("status").inner_text()

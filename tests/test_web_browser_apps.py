@@ -107,6 +107,10 @@ async def test_apps_webhooks_and_pictures_through_the_pages(
         await a_page.get_by_label("Name", exact=True).fill(name)
         await a_page.get_by_label("Open: anyone can join").check()
         await a_page.get_by_role("button", name="Create the community").click()
+        await a_page.wait_for_load_state()
+        # the recovery key is shown once (tests/test_web_browser_recovery_key.py), then onwards
+        assert await a_page.locator("h1").inner_text() == "Keep the community's recovery key"
+        await a_page.get_by_role("link", name="I have stored it: continue").click()
         await a_page.wait_for_url(re.compile(r"/c/[^/?]+\?done=created$"))
         community_path = a_page.url.split(base, 1)[1].split("?")[0]
         did = (await a_client.get("/users/me/memberships")).json()["memberships"][0]["communityDid"]
