@@ -1,0 +1,93 @@
+"""Handing a community over to another Commonroom: what of a community is not in its repo.
+
+`local_state` reads the local-only part of a community (its settings, bans with reasons and
+expiry, invites, the audit log) as a JSON-serialisable dict, the payload's `local` part of a
+handover bundle (see `bundle.py` for the sealed format, docs/communities.md "Handing a
+community over"). `restore_local_state_tx` writes it into another instance's index, for a
+community whose row exists there (the import creates it and rebuilds members, admins and
+roles from the repo with `reindex`): settings are set, bans and invites inserted with their
+original times, and the audit log gets instance 1's entries as imported history
+(`metadata.imported: true`, their original id and time kept) after a `community.imported`
+entry. Nothing of a kind is dropped silently: `restore_local_state_tx` answers what it did
+not restore and why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+STATE_VERSION = 1
+SETTINGS = ("type", "roster_visibility", "listed", "require_user_proof", "description")
+BAN_FIELDS = ("member_did", "reason", "expires_at", "banned_by", "created_at")
+INVITE_FIELDS = ("code_hash", "max_uses", "uses", "expires_at", "note", "created_by",
+                 "created_at", "revoked_at", "revoked_by")
+AUDIT_FIELDS = ("id", "action", "actor_did", "target_did", "reason", "metadata", "created_at")
+
+
+async def local_state(db: Any, did: str) -> dict[str, Any]:
+    """The local-only part of the community `did` (which must exist)."""
+    row = await db.fetchone("SELECT * FROM communities WHERE did = ?", (did,))
+    if row is None:
+        raise LookupError(f"{did} is not a community of this service")
+    bans = await db.fetchall(
+        f"SELECT {', '.join(BAN_FIELDS)} FROM community_bans WHERE community_did = ? ORDER BY id", (did,))
+    invites = await db.fetchall(
+        f"SELECT {', '.join(INVITE_FIELDS)} FROM community_invites WHERE community_did = ? ORDER BY id",
+        (did,))
+    audit = await db.fetchall(
+        f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit_log WHERE community_did = ? ORDER BY id", (did,))
+    return {
+        "version": STATE_VERSION,
+        "settings": {name: row[name] for name in SETTINGS},
+        "bans": [{k: b[k] for k in BAN_FIELDS} for b in bans],
+        "invites": [{k: i[k] for k in INVITE_FIELDS} for i in invites],
+        "audit": [{**{k: a[k] for k in AUDIT_FIELDS}, "metadata": json.loads(a["metadata"] or "{}")}
+                  for a in audit],
+    }
+
+
+async def restore_local_state_tx(tx: Any, did: str, state: dict[str, Any], *, now: str,
+                                 source: str) -> list[str]:
+    """Writes `state` (from `local_state`) for the community `did` in the transaction `tx`;
+    `source` names where it came from (the old instance). Answers what was not restored."""
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"the bundle's local state has version {state.get('version')!r}; "
+                         f"this service reads {STATE_VERSION}")
+    not_restored: list[str] = []
+    settings = state["settings"]
+    await tx.execute(
+        "UPDATE communities SET type = ?, roster_visibility = ?, listed = ?, require_user_proof = ?, "
+        "description = ?, updated_at = ? WHERE did = ?",
+        (settings["type"], settings["roster_visibility"], int(settings["listed"]),
+         int(settings["require_user_proof"]), settings["description"], now, did))
+    for ban in state["bans"]:
+        await tx.execute(
+            "INSERT INTO community_bans (community_did, member_did, reason, expires_at, banned_by, "
+            "app_id, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?) "
+            "ON CONFLICT (community_did, member_did) DO UPDATE SET reason = excluded.reason, "
+            "expires_at = excluded.expires_at, banned_by = excluded.banned_by, created_at = excluded.created_at",
+            (did, ban["member_did"], ban["reason"], ban["expires_at"], ban["banned_by"], ban["created_at"]))
+    for inv in state["invites"]:
+        cursor = await tx.execute(
+            "INSERT INTO community_invites (community_did, code_hash, max_uses, uses, expires_at, note, "
+            "created_by, app_id, created_at, revoked_at, revoked_by) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?) ON CONFLICT (code_hash) DO NOTHING",
+            (did, inv["code_hash"], inv["max_uses"], inv["uses"], inv["expires_at"], inv["note"],
+             inv["created_by"], inv["created_at"], inv["revoked_at"], inv["revoked_by"]))
+        if cursor.rowcount == 0:
+            not_restored.append(f"an invite created {inv['created_at']} (its code is already "
+                                "used by another community here)")
+    await tx.execute(
+        "INSERT INTO audit_log (community_did, action, actor_did, target_did, reason, metadata, "
+        "app_id, created_at) VALUES (?, 'community.imported', NULL, NULL, NULL, ?, NULL, ?)",
+        (did, json.dumps({"from": source, "importedEntries": len(state["audit"])}), now))
+    for entry in state["audit"]:
+        metadata = {**entry["metadata"], "imported": True, "importedFrom": source,
+                    "originalId": entry["id"]}
+        await tx.execute(
+            "INSERT INTO audit_log (community_did, action, actor_did, target_did, reason, metadata, "
+            "app_id, created_at) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+            (did, entry["action"], entry["actor_did"], entry["target_did"], entry["reason"],
+             json.dumps(metadata), entry["created_at"]))
+    return not_restored
