@@ -50,3 +50,48 @@ async def test_what_one_side_reads_the_other_writes_back_through_a_sealed_bundle
     imported = [a for a in audit[1:] if json.loads(a["metadata"]).get("imported")]
     assert [a["action"] for a in imported][-1] == "member.banned"
     assert imported[-1]["reason"] == "spam links" and imported[-1]["target_did"] == TROLL
+
+
+async def _snapshot(app, did):
+    return ([dict(r) for r in await app.db.fetchall("SELECT * FROM communities WHERE did = ?", (did,))],
+            [dict(r) for r in await app.db.fetchall("SELECT * FROM audit_log WHERE community_did = ?", (did,))])
+
+
+async def test_an_import_is_refused_with_nothing_changed(app):
+    import base64
+    import pytest
+
+    here = await seed_community(app, ADMIN)
+    state = await handover.local_state(app.db, here)
+    before = await _snapshot(app, here)
+    phrase = bundle.new_passphrase()
+
+    def sealed(did):
+        return bundle.seal(handover.handover_payload(
+            did=did, handle="moved.test", pds_url="http://pds.invalid", app_password="aaaa-bbbb-cccc-dddd",
+            source="https://one.example", state=state), phrase)
+
+    # A DID this instance already has.
+    with pytest.raises(handover.ImportRefused) as caught:
+        await handover.open_for_import(app.db, sealed(here), phrase)
+    assert (caught.value.status, caught.value.code) == (409, "community_exists")
+    assert "already a community here" in str(caught.value)
+
+    other = sealed("did:plc:elsewhere")
+    # A wrong passphrase.
+    with pytest.raises(handover.ImportRefused) as caught:
+        await handover.open_for_import(app.db, other, bundle.new_passphrase())
+    assert (caught.value.status, caught.value.code) == (400, "bundle_refused")
+    # A changed bundle.
+    envelope = json.loads(other)
+    raw = bytearray(base64.b64decode(envelope["ciphertext"]))
+    raw[0] ^= 1
+    envelope["ciphertext"] = base64.b64encode(bytes(raw)).decode()
+    with pytest.raises(handover.ImportRefused) as caught:
+        await handover.open_for_import(app.db, json.dumps(envelope).encode(), phrase)
+    assert caught.value.code == "bundle_refused"
+
+    assert await _snapshot(app, here) == before
+    assert await app.db.fetchone("SELECT 1 FROM communities WHERE did = 'did:plc:elsewhere'") is None
+    # The untouched bundle for a new DID opens.
+    assert (await handover.open_for_import(app.db, other, phrase))["did"] == "did:plc:elsewhere"

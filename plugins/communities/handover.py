@@ -91,3 +91,50 @@ async def restore_local_state_tx(tx: Any, did: str, state: dict[str, Any], *, no
             (did, entry["action"], entry["actor_did"], entry["target_did"], entry["reason"],
              json.dumps(metadata), entry["created_at"]))
     return not_restored
+
+
+PAYLOAD_KIND = "commonroom-community-handover"
+
+
+class ImportRefused(Exception):
+    """An import refused before anything changed: `status` and `code` for the API's
+    answer, the message for people."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+def handover_payload(*, did: str, handle: str, pds_url: str, app_password: str,
+                     source: str, state: dict[str, Any]) -> dict[str, Any]:
+    """What a handover bundle seals: the account (DID, handle, PDS, an app password created
+    for the handover), the instance it comes from and the local state."""
+    return {"kind": PAYLOAD_KIND, "did": did, "handle": handle, "pds": pds_url,
+            "appPassword": app_password, "from": source, "local": state}
+
+
+async def open_for_import(db: Any, data: bytes, passphrase: str) -> dict[str, Any]:
+    """The payload of a handover bundle this instance may import, or ImportRefused with
+    nothing read into the index: a bundle that does not open (a wrong passphrase, a changed
+    bundle, not a bundle), a payload of another kind, or a DID this instance already has."""
+    from plugins.communities.bundle import BundleError, open_bundle
+
+    try:
+        payload = open_bundle(data, passphrase)
+    except BundleError as exc:
+        status = 413 if exc.code == "bundle_too_large" else 400
+        raise ImportRefused(status, exc.code, str(exc)) from None
+    if not isinstance(payload, dict) or payload.get("kind") != PAYLOAD_KIND:
+        raise ImportRefused(400, "bundle_malformed", "the bundle does not hold a community handover")
+    for key in ("did", "pds", "appPassword"):
+        if not isinstance(payload.get(key), str) or not payload[key]:
+            raise ImportRefused(400, "bundle_malformed", f"the bundle's handover lacks {key}")
+    if not isinstance(payload.get("local"), dict) or payload["local"].get("version") != STATE_VERSION:
+        raise ImportRefused(400, "bundle_unsupported",
+                            "the bundle's local state is of a version this service does not read")
+    existing = await db.fetchone("SELECT state FROM communities WHERE did = ?", (payload["did"],))
+    if existing is not None:
+        raise ImportRefused(409, "community_exists",
+                            f"{payload['did']} is already a community here; nothing was imported")
+    return payload
