@@ -138,3 +138,26 @@ async def open_for_import(db: Any, data: bytes, passphrase: str) -> dict[str, An
         raise ImportRefused(409, "community_exists",
                             f"{payload['did']} is already a community here; nothing was imported")
     return payload
+
+
+def account_after_delete(community: Any, *, records_deleted: bool) -> dict[str, Any]:
+    """What became of a deleted community's account, for the answer and the page: this
+    service never deletes or deactivates the account (that needs its owner), so it is left
+    as is on its PDS, without credentials held here."""
+    provisioned = community["account_kind"] == "provisioned"
+    records = ("its profile and admins records were removed, so no client shows it as a "
+               "community; the membership proofs stay as history" if records_deleted
+               else "its records were left in place (communities.delete_pds_records is off)")
+    if provisioned:
+        detail = (f"The account {community['handle']} stays on {community['pds_url']}, not "
+                  "deactivated and not deleted: this service no longer holds its credentials, "
+                  f"and {records}. Its handle stays taken. Whoever holds its recovery key still "
+                  "controls it (they can sign in again, move it or have it deleted); the PDS "
+                  "operator can delete it.")
+    else:
+        detail = (f"The account {community['handle']} returns to its owner on "
+                  f"{community['pds_url']}, not deactivated and not deleted; {records}. The "
+                  "app password this service used can be revoked in the account's settings.")
+    return {"did": community["did"], "handle": community["handle"], "pds": community["pds_url"],
+            "kind": community["account_kind"], "status": "left_as_is", "deactivated": False,
+            "recordsDeleted": records_deleted, "detail": detail}
