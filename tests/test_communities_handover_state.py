@@ -95,3 +95,26 @@ async def test_an_import_is_refused_with_nothing_changed(app):
     assert await app.db.fetchone("SELECT 1 FROM communities WHERE did = 'did:plc:elsewhere'") is None
     # The untouched bundle for a new DID opens.
     assert (await handover.open_for_import(app.db, other, phrase))["did"] == "did:plc:elsewhere"
+
+
+async def test_a_community_handed_over_is_gone_from_here_and_says_where_it_went(app, client):
+    from daemon.atproto.accounts import account_row
+    from tests.helpers import login_as
+
+    did = await seed_community(app, ADMIN, members=("did:plc:handovermember",))
+    await handover.mark_handed_over(app, did, moved_to="https://two.example", actor_did=ADMIN)
+
+    assert await store.get_community(app.db, did) is None
+    assert await account_row(app.db, did) is None  # the credentials are forgotten
+    outsider = await login_as(app, "did:plc:handoveroutsider", "outsider.test")
+    read = await client.get(f"/communities/{did}", session=outsider)
+    assert read.status == 410, read.text
+    body = read.json()
+    assert body["error"] == "community_moved" and body["details"]["movedTo"] == "https://two.example"
+    assert "left this instance" in body["message"] and "https://two.example" in body["message"]
+    write = await client.post(f"/communities/{did}/join", session=outsider)
+    assert write.status == 410 and write.json()["details"]["movedTo"] == "https://two.example", write.text
+    audit = await app.db.fetchall("SELECT action FROM audit_log WHERE community_did = ? ORDER BY id", (did,))
+    assert audit[-1]["action"] == "community.handed_over"
+    # A DID never here is still a plain 404.
+    assert (await client.get("/communities/did:plc:neverhere", session=outsider)).status == 404

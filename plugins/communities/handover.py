@@ -30,13 +30,9 @@ async def local_state(db: Any, did: str) -> dict[str, Any]:
     row = await db.fetchone("SELECT * FROM communities WHERE did = ?", (did,))
     if row is None:
         raise LookupError(f"{did} is not a community of this service")
-    bans = await db.fetchall(
-        f"SELECT {', '.join(BAN_FIELDS)} FROM community_bans WHERE community_did = ? ORDER BY id", (did,))
-    invites = await db.fetchall(
-        f"SELECT {', '.join(INVITE_FIELDS)} FROM community_invites WHERE community_did = ? ORDER BY id",
-        (did,))
-    audit = await db.fetchall(
-        f"SELECT {', '.join(AUDIT_FIELDS)} FROM audit_log WHERE community_did = ? ORDER BY id", (did,))
+    bans = await db.fetchall("SELECT * FROM community_bans WHERE community_did = ? ORDER BY id", (did,))
+    invites = await db.fetchall("SELECT * FROM community_invites WHERE community_did = ? ORDER BY id", (did,))
+    audit = await db.fetchall("SELECT * FROM audit_log WHERE community_did = ? ORDER BY id", (did,))
     return {
         "version": STATE_VERSION,
         "settings": {name: row[name] for name in SETTINGS},
@@ -161,3 +157,35 @@ def account_after_delete(community: Any, *, records_deleted: bool) -> dict[str, 
     return {"did": community["did"], "handle": community["handle"], "pds": community["pds_url"],
             "kind": community["account_kind"], "status": "left_as_is", "deactivated": False,
             "recordsDeleted": records_deleted, "detail": detail}
+
+
+async def mark_handed_over(app: Any, did: str, *, moved_to: str, actor_did: str) -> None:
+    """After the bundle left: in one transaction, this instance forgets the community's index
+    and its stored credentials and remembers where it went (`community_handovers`), with a
+    `community.handed_over` audit entry; its DID then answers 410 `community_moved`. The
+    cached PDS session is dropped after, best effort."""
+    from daemon.plugin import delete_account_tx, forget_account
+    from plugins.communities import store
+    from plugins.communities.steps import community_lock
+
+    async with community_lock(app, did):
+        async with app.db.transaction("communities.handed_over") as tx:
+            row = await store.get_community(tx, did)
+            if row is None:
+                raise LookupError(f"{did} is not a community of this service")
+            now = app.clock.iso_now()
+            await store.insert_entry_tx(
+                tx, community_did=did, action="community.handed_over", actor_did=actor_did,
+                target_did=None, reason=None, metadata={"movedTo": moved_to, "handle": row["handle"]},
+                app_id=None, now=now)
+            await tx.execute(
+                "INSERT INTO community_handovers (did, handle, display_name, moved_to, handed_over_by, "
+                "handed_over_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (did, row["handle"], row["display_name"], moved_to, actor_did, now))
+            await app.writes.forget_community_tx(tx, did)
+            await store.delete_community_tx(tx, did)
+            await delete_account_tx(tx, did)
+    try:
+        await forget_account(app, did)
+    except Exception:  # noqa: BLE001 (handed over already; the session cache is best effort)
+        pass
