@@ -118,3 +118,14 @@ async def test_a_community_handed_over_is_gone_from_here_and_says_where_it_went(
     assert audit[-1]["action"] == "community.handed_over"
     # A DID never here is still a plain 404.
     assert (await client.get("/communities/did:plc:neverhere", session=outsider)).status == 404
+
+
+async def test_the_page_of_a_community_handed_over_says_where_it_went(app, client):
+    from tests.helpers import login_as
+
+    did = await seed_community(app, ADMIN)
+    await handover.mark_handed_over(app, did, moved_to="https://two.example", actor_did=ADMIN)
+    visitor = await login_as(app, "did:plc:handovervisitor", "visitor.test")
+    page = await client.get(f"/c/{did}", session=visitor)
+    assert page.status == 410 and page.headers["Content-Type"].startswith("text/html"), page.text
+    assert "left this instance" in page.text and "https://two.example" in page.text
