@@ -134,8 +134,10 @@ async def migrate(db: Database, components: Iterable[tuple[str, str | Path]], *,
         except Exception as exc:
             raise MigrationFailed(m, exc) from exc
         log.info("applied migration %s/%04d_%s", m.component, m.version, m.name)
+    await db.executescript(_WRITERS)
     if version is not None:
-        await db.executescript(_WRITERS + f"INSERT OR IGNORE INTO schema_writers (version) VALUES ({_quote(version)});")
+        async with db.transaction("migrate.writer") as tx:
+            await tx.execute("INSERT OR IGNORE INTO schema_writers (version) VALUES (?)", (version,))
     return plan
 
 

@@ -176,7 +176,13 @@ async def test_delete_removes_credentials_and_never_502s_once_gone(app, client, 
     monkeypatch.setattr(accounts, "forget_account", broken_forget)
     resp = await api.delete(api.path(did), {"adminDid": alice["did"]})
     assert resp.status == 200, resp.text
-    assert resp.json() == {"status": "deleted", "did": did}
+    answer = resp.json()
+    assert (answer["status"], answer["did"]) == ("deleted", did)
+    # The answer says what became of the account: left as is, not deactivated, and who controls it.
+    account = answer["account"]
+    assert (account["kind"], account["status"], account["deactivated"], account["recordsDeleted"]) == \
+        ("provisioned", "left_as_is", False, True)
+    assert "recovery key" in account["detail"] and "not deactivated" in account["detail"]
     assert await account_row(app.db, did) is None
     assert (await api.get(api.path(did))).status == 404
     # a retry says the community is gone, not a PDS error

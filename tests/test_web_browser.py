@@ -354,7 +354,9 @@ async def test_create_find_request_join_and_leave_through_the_pages(
         await b_page.get_by_label("To confirm, type the community's handle").fill(handle)
         await b_page.get_by_role("button", name="Delete the community").click()
         await b_page.wait_for_url(base + "/?done=deleted")
-        assert "The community was deleted." in await b_page.get_by_role("status").inner_text()
+        done = await b_page.get_by_role("status").inner_text()
+        assert "The community was deleted." in done and "not deactivated" in done and "recovery key" in done
+        await pages.check(b_page, "deleted")
         assert name not in await b_page.locator("main").inner_text()
         assert (await b_client.get(f"/communities/{did}")).status == 404
         ns = app.config.atproto.namespace

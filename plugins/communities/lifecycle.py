@@ -276,4 +276,7 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
         await forget_account(app, did)
     except Exception as exc:  # noqa: BLE001 (the community is deleted; never a 502 now)
         log.warning("deleted %s, but could not drop its cached PDS session: %r", did, exc)
-    return {"status": "deleted", "did": did}
+    from plugins.communities.handover import account_after_delete
+    records = bool(app.config.plugin("communities").delete_pds_records)
+    return {"status": "deleted", "did": did,
+            "account": account_after_delete(community, records_deleted=records)}

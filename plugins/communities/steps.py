@@ -193,9 +193,23 @@ def require_role(status: MemberStatus, *, admin: bool = False, primary: bool = F
         raise ApiError(403, "not_admin", "Only an admin of this community may do this.")
 
 
+async def gone(reader: Reader, did: str) -> ApiError:
+    """404 ``community_not_found``, or 410 ``community_moved`` naming where a community
+    handed over to another Commonroom went (plugins/communities/handover.py)."""
+    moved = await reader.fetchone("SELECT * FROM community_handovers WHERE did = ?", (did,))
+    if moved is None:
+        return NOT_FOUND(did)
+    return ApiError(410, "community_moved",
+                    f"{moved['display_name']} left this instance: it was handed over to "
+                    f"{moved['moved_to']} on {moved['handed_over_at'][:10]}. Use it there.",
+                    details={"movedTo": moved["moved_to"], "handedOverAt": moved["handed_over_at"]})
+
+
 async def active_tx(tx: Transaction, did: str) -> Row:
     row = await store.get_community(tx, did)
-    if row is None or row["state"] != "active":
+    if row is None:
+        raise await gone(tx, did)
+    if row["state"] != "active":
         raise NOT_FOUND(did)
     return row
 
@@ -354,7 +368,7 @@ async def require_community(app: "Application", did: str, principal: Any) -> Row
     row = await store.get_community(app.db, did)
     app_id = getattr(principal, "app_id", None)
     if row is None:
-        raise NOT_FOUND(did)
+        raise await gone(app.db, did)
     allowed = (row["type"] == "private" and app_id is not None and row["creator_app_id"] != app_id
                and await store.app_allowed(app.db, did, app_id))
     if not _visible(row, app_id, allowed):

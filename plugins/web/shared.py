@@ -36,7 +36,8 @@ NOTICES = {
     "role_updated": "The role {role} was saved.",
     "role_deleted": "The role {role} was deleted; its holders lost it.",
     "transferred": "The primary admin role was handed over. You are still an admin.",
-    "deleted": "The community was deleted.",
+    "deleted": ("The community was deleted. Its account was left as is on its server (not deactivated, not "
+                "deleted): whoever holds its recovery key, or its owner if it was brought, still controls it."),
     "app_allowed": "{app} was granted access.",
     "app_revoked": "The access of {app} was revoked.",
     "invite_revoked": "The invite was revoked: its link no longer lets anyone in.",
