@@ -71,11 +71,8 @@ def cli(tmp_path: Path, config_yaml: str, *args: str) -> subprocess.CompletedPro
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
 
-def test_the_command_line_lists_operators_and_the_audit_log(tmp_path: Path) -> None:
-    config = f"instance: {{operators: ['{OPERATOR}', 'did:web:ops.example.org']}}\n"
-    listed = cli(tmp_path, config, "instance", "operators", "--json")
-    assert listed.returncode == 0, listed.stderr
-    assert [json.loads(line)["did"] for line in listed.stdout.splitlines()] == [OPERATOR, "did:web:ops.example.org"]
+def test_the_command_line_lists_the_audit_log_and_refuses_a_wrong_operator(tmp_path: Path) -> None:
+    config = f"instance: {{operators: ['{OPERATOR}']}}\n"
     table = cli(tmp_path, config, "instance", "audit")
     assert table.returncode == 0, table.stderr
     assert "at" in table.stdout.splitlines()[0] and "entry" in table.stdout.splitlines()[0]
@@ -85,3 +82,31 @@ def test_the_command_line_lists_operators_and_the_audit_log(tmp_path: Path) -> N
     wrong = cli(tmp_path, "instance: {operators: [alice.example.org]}\n", "check-config")
     assert wrong.returncode != 0
     assert "instance.operators[0]" in wrong.stderr and "not a DID" in wrong.stderr
+
+
+
+class TestResolvingOperators:
+    """`commonroom instance operators` resolves each operator on the devnet's PLC directory."""
+
+    pytestmark = pytest.mark.pds
+
+    @pytest.fixture
+    def operator_account(self, devnet: Any, new_handle: Any) -> dict[str, Any]:
+        return devnet.create_account(new_handle("operator"))
+
+    @pytest.fixture
+    def config_overrides(self, pds_config_overrides: dict[str, Any], operator_account: dict[str, Any]) -> dict:
+        unknown = "did:plc:aaaaaaaaaaaaaaaaaaaaaaaa"
+        return {**pds_config_overrides, "instance": {"operators": [operator_account["did"], unknown]}}
+
+    async def test_each_operator_is_resolved_and_an_unknown_one_fails(self, app, devnet, operator_account,
+                                                                      capsys) -> None:
+        from argparse import Namespace
+        from plugins.instance.operator import _operators
+        status = await _operators(app, Namespace(json=True))
+        out = capsys.readouterr()
+        known, unknown = [json.loads(line) for line in out.out.splitlines()]
+        assert (known["did"], known["handle"], known["pds"], known["problem"]) == (
+            operator_account["did"], operator_account["handle"], devnet.pds_url, None)
+        assert unknown["handle"] is None and unknown["problem"] == "does not resolve: unknown_did"
+        assert status == 1 and "1 operator DID(s) in instance.operators do not resolve" in out.err
