@@ -110,3 +110,24 @@ class TestResolvingOperators:
             operator_account["did"], operator_account["handle"], devnet.pds_url, None)
         assert unknown["handle"] is None and unknown["problem"] == "does not resolve: unknown_did"
         assert status == 1 and "1 operator DID(s) in instance.operators do not resolve" in out.err
+
+
+@pytest.mark.parametrize("config_overrides", [{"instance": {"operators": [OPERATOR]}}])
+async def test_the_console_is_for_operators_and_a_404_for_everyone_else(app, client) -> None:
+    from commonroom_testing.http import login_as
+    async with app.db.transaction("test.audit") as tx:
+        await audit.record_tx(tx, app.clock.iso_now(), OPERATOR, "person.ban", "did:plc:abuser",
+                              {"reason": "spam accounts"}, via="cli")
+    operator = await login_as(app, OPERATOR, "op.test")
+    someone = await login_as(app, "did:plc:someoneelse", "someone.test")
+    for path in ("/admin", "/admin/", "/admin/audit", "/admin/audit?before=99", "/admin/people", "/admin/x/y"):
+        for session in (None, someone):
+            resp = await client.get(path, session=session)
+            assert resp.status == 404, (path, session)
+            assert "console" not in resp.text.lower() and "did:plc:abuser" not in resp.text
+    home = await client.get("/admin", session=operator)
+    assert home.status == 200 and "Instance console" in home.text and OPERATOR in home.text
+    assert "banned on the instance did:plc:abuser (reason: spam accounts), from the command line." in home.text
+    log = await client.get("/admin/audit", session=operator)
+    assert log.status == 200 and "did:plc:abuser" in log.text
+    assert (await client.get("/admin/people", session=operator)).status == 404

@@ -8,13 +8,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from daemon.plugin import declared, hookimpl
+from daemon.plugin import WebFolders, declared, hookimpl
 from plugins.instance.settings import InstanceConfig
 
 HERE = Path(__file__).parent
 
 cr_config_section = declared(("instance", InstanceConfig))
 cr_migrations = declared(("instance", HERE / "migrations"))
+cr_web_folders = declared(WebFolders(templates=str(HERE / "templates")))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    from plugins.instance import pages
+    return pages.routes()
 
 
 @hookimpl
