@@ -4,12 +4,22 @@ existence is not advertised. Server-rendered in the site's layout, no script nee
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from daemon.plugin import ApiError, PageHandler
 from plugins.instance import audit
 
 PAGE = 50   # audit entries a page
+DATE_FORMAT = "%-d %b %Y, %H:%M UTC"   # the site's one date format (docs/web.md)
+
+
+def shown_date(stamp: str) -> str:
+    """"26 Nov 2026, 14:20 UTC" (the page's script shows it in the reader's zone when it runs)."""
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).astimezone(timezone.utc).strftime(DATE_FORMAT)
+    except ValueError:
+        return stamp
 
 
 class ConsolePage(PageHandler):
@@ -28,7 +38,8 @@ class OverviewPage(ConsolePage):
     async def get(self) -> None:
         entries = await audit.entries(self.app.db, limit=10)
         self.render_page("overview.html", title="Instance console", section="overview",
-                         operators=self.app.config.plugin("instance").operators, entries=entries)
+                         operators=self.app.config.plugin("instance").operators, entries=entries,
+                         date=shown_date)
 
 
 class AuditPage(ConsolePage):
@@ -39,7 +50,7 @@ class AuditPage(ConsolePage):
         more = len(entries) > PAGE
         entries = entries[:PAGE]
         self.render_page("audit.html", title="Instance audit log", section="audit", entries=entries,
-                         next_before=entries[-1]["id"] if more else None)
+                         next_before=entries[-1]["id"] if more else None, date=shown_date)
 
 
 class UnknownConsolePage(ConsolePage):
