@@ -31,6 +31,13 @@ def cr_cli_commands() -> dict[str, Any]:
 
 
 @hookimpl
+async def cr_check_action(app: Any, action: str, actor_did: str | None, community_did: str | None,
+                          app_id: str | None) -> None:
+    from plugins.instance.policy import check_action
+    await check_action(app, action, actor_did, community_did, app_id)
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     config = app.config.plugin("instance")
     # a follower's copy is pruned by its primary; 0 keeps the audit log for good
