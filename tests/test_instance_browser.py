@@ -54,3 +54,35 @@ async def test_an_operator_reads_the_console_and_others_get_404(app, client, tmp
             assert answer.status == 404 and "did:plc:abuserexample" not in await someone.content()
         finally:
             await browser.close()
+
+
+@pytest.mark.parametrize("config_overrides", [{"instance": {"operators": [OPERATOR], "creation": "operators"}}])
+@pytest.mark.parametrize("js", [True, False], ids=["js", "nojs"])
+async def test_new_explains_the_creation_policy_before_the_form(app, client, tmp_path, js):
+    from playwright.async_api import async_playwright
+
+    out = Path(os.environ.get("COMMONROOM_SCREENSHOTS", tmp_path)) / ("instance-js" if js else "instance-nojs")
+    out.mkdir(parents=True, exist_ok=True)
+    pages = Pages(out, js)
+    base = client.base_url
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=CHROMIUM_ARGS)
+        try:
+            async def as_person(did: str, handle: str):
+                session = await login_as(app, did, handle)
+                context = await browser.new_context(java_script_enabled=js)
+                await context.add_cookies([{"name": "sid", "value": session.sid, "url": base}])
+                return await context.new_page()
+
+            someone = await as_person("did:plc:notanoperator", "someone.test")
+            answer = await someone.goto(f"{base}/new")
+            assert answer.status == 403
+            text = await someone.content()
+            assert "policy is 'operators'" in text and "<form method=\"post\" action=\"/new\"" not in text
+            await pages.check(someone, "create-refused")
+
+            operator = await as_person(OPERATOR, "op.test")
+            answer = await operator.goto(f"{base}/new")
+            assert answer.status == 200 and await operator.locator("form[action='/new']").count() == 1
+        finally:
+            await browser.close()
