@@ -42,6 +42,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert wheel.name.startswith(f"commonroom-{__version__}-")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("plugins/web/static/favicon.svg", "plugins/web/static/app.css", "plugins/web/templates/base.html",
+                   "plugins/instance/templates/overview.html", "plugins/reports/templates/queue.html",
                    "store/migrations/0001_core.sql", "plugins/communities/migrations/0001_communities.sql",
                    f"commonroom-{__version__}.data/data/share/commonroom/systemd/commonroom.service"):
         assert needed in names, f"{needed} is not in the wheel"

@@ -306,6 +306,13 @@ class Application(tornado.web.Application):
         awaitable result, in order (`call_hook`)."""
         return await call_hook(hook, **kwargs)
 
+    async def check_action(self, action: str, actor_did: str | None, *, community_did: str | None = None,
+                           app_id: str | None = None) -> None:
+        """Ask every plugin's `cr_check_action` whether `actor_did` may do `action`; an
+        implementation refuses by raising `ApiError`, which reaches the caller."""
+        await self.call_hook(self.pm.hook.cr_check_action, app=self, action=action, actor_did=actor_did,
+                             community_did=community_did, app_id=app_id)
+
     def service(self, interface: type[S]) -> S | None:
         """The service registered for `interface` (a `Protocol` such as
         `daemon.plugin.CommunitiesService`, or a plugin's own interface class), or None

@@ -337,6 +337,25 @@ def cr_user_repo(app: "Application", principal: "Principal") -> "Awaitable[Any] 
     """
 
 
+# ------------------------------------------------------------------ policy
+
+
+@hookspec
+def cr_check_action(app: "Application", action: str, actor_did: str | None, community_did: str | None,
+                    app_id: str | None) -> Awaitable[None] | None:
+    """Asked before a person acts on (or for) a community, so any plugin can apply an
+    instance-wide policy without knowing which plugin carries the action out: raise
+    ``ApiError`` (e.g. 403 with a code of your own) to refuse, return None to let it be.
+
+    Callers ask through ``app.check_action(action, actor_did, community_did=..., app_id=...)``
+    before they change anything. Actions asked today: ``community.create`` (``community_did``
+    None; the communities plugin, before any account is made). `app_id`: the app acting for
+    the person, None for the site's own pages.
+
+    :return: None or an awaitable; all are awaited, in plugin order; the first raise wins.
+    """
+
+
 # ------------------------------------------------------------------ domain events
 
 

@@ -28,6 +28,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.events",
     "plugins.web",
     "plugins.reports",
+    "plugins.instance",
 )
 
 # Hooks whose implementations must be plain functions (see daemon.runtime.hookspecs).

@@ -54,6 +54,8 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
 
     cfg = app.config.plugin("communities")
     await require_person(app, actor.did, "creatorDid")
+    # an instance-wide policy (cr_check_action) may refuse before any account is made
+    await app.check_action("community.create", actor.did, app_id=actor.app_id)
     if identifier is not None:
         if not cfg.allow_bring_own:
             raise ApiError(403, "bring_own_disabled", "This service does not accept existing accounts.")

@@ -185,6 +185,16 @@ class CreatePage(PageHandler):
         return "/new"
 
     async def get(self) -> None:
+        assert self.principal is not None
+        try:
+            # an instance-wide policy (cr_check_action) is told before the form, not after it
+            await self.app.check_action("community.create", self.principal.did)
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            self.render_page("create_refused.html", title="You cannot create a community here", status=403,
+                             message=exc.message)
+            return
         cfg = self.app.config.plugin("communities")
         values = {"type": cfg.default_type, "account": "new" if cfg.allow_provision else "existing"}
         self.show_form(FormErrors(values=values))

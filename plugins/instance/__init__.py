@@ -1,0 +1,46 @@
+"""Running a public instance (issue 38): the operators config.yaml names and the instance
+audit log of what they did, with command-line tools for when the web is down. A built-in
+plugin held to the outsider's rule: everything it takes from Commonroom comes from
+`daemon.plugin` (docs/operations.md, "Running a public instance")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon.plugin import WebFolders, declared, hookimpl
+from plugins.instance.settings import InstanceConfig
+
+HERE = Path(__file__).parent
+
+cr_config_section = declared(("instance", InstanceConfig))
+cr_migrations = declared(("instance", HERE / "migrations"))
+cr_web_folders = declared(WebFolders(templates=str(HERE / "templates")))
+
+
+@hookimpl
+def cr_routes(app: Any) -> list[tuple]:
+    from plugins.instance import pages
+    return pages.routes()
+
+
+@hookimpl
+def cr_cli_commands() -> dict[str, Any]:
+    from plugins.instance.operator import cli_commands
+    return cli_commands()
+
+
+@hookimpl
+async def cr_check_action(app: Any, action: str, actor_did: str | None, community_did: str | None,
+                          app_id: str | None) -> None:
+    from plugins.instance.policy import check_action
+    await check_action(app, action, actor_did, community_did, app_id)
+
+
+@hookimpl
+def cr_startup(app: Any) -> None:
+    config = app.config.plugin("instance")
+    # a follower's copy is pruned by its primary; 0 keeps the audit log for good
+    if not app.read_only and config.audit_retention_days:
+        from plugins.instance.audit import prune
+        app.spawn_periodic("instance.audit_retention", config.prune_interval_seconds, lambda first: prune(app))
