@@ -33,13 +33,14 @@ def free_port() -> int:
 
 
 class Daemon:
-    def __init__(self, config_path: Path, port: int, log_path: Path) -> None:
+    def __init__(self, config_path: Path, port: int, log_path: Path,
+                 plugins: str = "tests.fixtures_webhooks:event_source", env: dict[str, str] | None = None) -> None:
         self.config_path, self.port, self.log_path = config_path, port, log_path
+        self.plugins, self.env = plugins, dict(env or {})
         self.proc: subprocess.Popen | None = None
 
     async def start(self) -> None:
-        env = {**os.environ, "COMMONROOM_EXTRA_PLUGINS": "tests.fixtures_webhooks:event_source",
-               "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "COMMONROOM_EXTRA_PLUGINS": self.plugins, "PYTHONPATH": str(REPO), **self.env}
         exe = Path(sys.executable).parent / "commonroom"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([str(exe), "-c", str(self.config_path), "serve"], cwd=REPO,
