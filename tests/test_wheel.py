@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,5 +91,54 @@ def test_the_installed_wheel_serves_pages_and_static_files(installed: Path, tmp_
             assert got.status == 200 and got.read()
         assert urllib.request.urlopen(base + "/discover", timeout=10).status == 200
     finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+@pytest.mark.pds
+async def test_the_installed_wheel_creates_a_community_and_takes_a_join_on_the_devnet(
+        installed: Path, tmp_path: Path, communities_config: dict, people: Any) -> None:
+    """The service as a self-hoster installs it, against the devnet's PDS: an app registered
+    by a signed-in person creates a community and a second person joins it."""
+    import yaml
+
+    from daemon.runtime.app import create_app, load_config
+    from tests.conftest import deep_merge
+    from tests.fixtures_communities import Api
+    from tests.helpers import Client, login_as, register_app
+    from tests.test_webhooks_crash import free_port
+
+    port = free_port()
+    raw = deep_merge(yaml.safe_load((REPO / "config.yaml").read_text()), communities_config)
+    raw = deep_merge(raw, {"server": {"port": port, "base_url": f"http://127.0.0.1:{port}"},
+                           "storage": {"state_dir": str(tmp_path / "state")}, "secret_key": TEST_SECRET_KEY,
+                           "log_level": "warning"})
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    owner, joiner = people("owner"), people("joiner")
+    config, pm = load_config(config_path)
+    setup = await create_app(config, pm, start=False)   # a signed-in session, as the browser would have
+    session = await login_as(setup, "did:plc:appowner")
+    await setup.shutdown()
+    proc = run_installed(installed, tmp_path, "-c", str(config_path), "serve")
+    client = Client(f"http://127.0.0.1:{port}")
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.05)
+        registered = await register_app(client, session)
+        api = Api(client, registered["apiKey"], registered["appId"])
+        did = (await api.create(owner, "Installed club"))["did"]
+        joined = await api.join(did, joiner["did"])
+        assert joined.status == 201, joined.text
+        check = await client.post(f"/api/v1/communities/{did}/membership/check", api_key=api.key,
+                                  json={"userDid": joiner["did"]})
+        assert check.json()["isMember"] is True
+    finally:
+        client.close()
         proc.terminate()
         proc.communicate(timeout=30)
