@@ -15,11 +15,12 @@ import httpx
 import pytest
 
 import daemon.atproto.moves as moves
+from commonroom_testing.webhooks import LOOPBACK_TARGETS
 from tests.fixtures_communities import Api, devnet_module_fixtures
 
 pytestmark = pytest.mark.pds
 
-config_overrides, extra_plugins = devnet_module_fixtures()
+config_overrides, extra_plugins = devnet_module_fixtures(config=LOOPBACK_TARGETS)
 COLLECTION = "org.example.garden.note"
 
 
@@ -64,12 +65,51 @@ async def populated(app: Any, client: Any, people: Any) -> tuple[Api, str, dict,
     return api, did, alice, [bob, carol], rkeys
 
 
+def png(color: tuple[int, int, int], size: tuple[int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", size, color).save(buf, "PNG")
+    return buf.getvalue()
+
+
 async def test_a_community_moves_to_pds_b_with_its_repo_and_keeps_working(
-        app, client, devnet, devnet_b, people):
+        app, client, devnet, devnet_b, people, webhook_receiver):
+    """The issue's community: 3 members, 2 admins, a custom role, a ban, an invite, 5 records,
+    both pictures, and a webhook that keeps delivering."""
+    from commonroom_testing.http import login_as
     api, did, alice, (bob, carol), rkeys = await populated(app, client, people)
-    before = {p["did"]: (await api.post(f"/api/v1/communities/{did}/membership/check",
-                                        {"userDid": p["did"]})).json() for p in (alice, bob, carol)}
-    members_before = (await api.get(f"/api/v1/communities/{did}/members")).json()["members"]
+    path = lambda tail: f"/api/v1/communities/{did}{tail}"  # noqa: E731
+    erin = people("erin")
+    assert (await api.join(did, erin["did"])).status == 201
+    assert (await api.post(path("/bans"), {"adminDid": alice["did"], "memberDid": erin["did"],
+                                           "reason": "spam", "expiresAt": "2099-01-01T00:00:00.000Z"})).status == 201
+    assert (await api.post(path("/roles"), {"adminDid": alice["did"], "name": "greeter",
+                                            "capabilities": ["members.approve"]})).status == 201
+    assert (await api.post(path(f"/members/{carol['did']}/roles"), {"adminDid": alice["did"],
+                                                                    "role": "greeter"})).status == 200
+    assert (await api.post(path("/invites"), {"adminDid": alice["did"], "note": "newsletter"})).status == 201
+    session = await login_as(app, alice["did"], alice["handle"])
+    for kind, size in (("avatar", (64, 64)), ("banner", (300, 100))):
+        resp = await client.post(f"/communities/{did}/{kind}", body=png((200, 30, 30), size), session=session,
+                                 headers={"Content-Type": "image/png"})
+        assert resp.status == 200, resp.text
+    receiver = webhook_receiver()
+    hook = await client.post("/api/v1/webhooks", api_key=api.key, json={"url": receiver.url,
+                                                                         "events": ["member.joined"]})
+    assert hook.status == 201, hook.text
+
+    def seen() -> Any:
+        return api.get(path(""))
+
+    before = {p["did"]: (await api.post(path("/membership/check"), {"userDid": p["did"]})).json()
+              for p in (alice, bob, carol)}
+    members_before = (await api.get(path("/members"))).json()["members"]
+    roles_before = (await api.get(path("/roles"))).json()["roles"]
+    bans_before = (await api.get(path("/bans"), adminDid=alice["did"])).json()["bans"]
+    invites_before = (await api.get(path("/invites"), adminDid=alice["did"])).json()["invites"]
+    details_before = (await seen()).json()["community"]
 
     resp = await api.post(f"/api/v1/communities/{did}/move", {"adminDid": alice["did"],
                                                               "pdsUrl": devnet_b.pds_url})
@@ -91,13 +131,24 @@ async def test_a_community_moves_to_pds_b_with_its_repo_and_keeps_working(
     for p in (alice, bob, carol):
         got = (await api.post(f"/api/v1/communities/{did}/membership/check", {"userDid": p["did"]})).json()
         assert got == before[p["did"]]
-    assert (await api.get(f"/api/v1/communities/{did}/members")).json()["members"] == members_before
-    details = (await api.get(f"/api/v1/communities/{did}")).json()["community"]
-    assert details["displayName"] == "Movers"
+    assert (await api.get(path("/members"))).json()["members"] == members_before
+    assert (await api.get(path("/roles"))).json()["roles"] == roles_before
+    assert (await api.get(path("/bans"), adminDid=alice["did"])).json()["bans"] == bans_before
+    assert (await api.get(path("/invites"), adminDid=alice["did"])).json()["invites"] == invites_before
+    details = (await seen()).json()["community"]
+    assert details["displayName"] == "Movers" and details["memberCount"] == details_before["memberCount"]
+    # both pictures are served by B now, from the blobs the move copied
+    async with httpx.AsyncClient() as http:
+        for kind in ("avatar", "banner"):
+            assert details[kind] and details[kind].startswith(devnet_b.pds_url), details[kind]
+            got = await http.get(details[kind])
+            assert got.status_code == 200 and got.content[:4] == b"\x89PNG"
 
     # new writes go to B
     dave = people("dave")
     assert (await api.join(did, dave["did"])).status == 201
+    delivered = await receiver.wait_for(1, timeout=20)  # webhooks keep delivering
+    assert delivered[-1].json()["data"]["memberDid"] == dave["did"]
     resp = await api.post(f"/api/v1/communities/{did}/records", {
         "userDid": carol["did"], "collection": COLLECTION,
         "record": {"$type": COLLECTION, "text": "after", "createdAt": "2026-11-28T00:00:00.000Z"}})
