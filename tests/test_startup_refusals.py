@@ -19,6 +19,7 @@ FOLLOWER = ("server: {role: follower}\nfollower: {primary_url: 'http://127.0.0.1
 
 REFUSALS = {
     "an unknown key": ("colour: blue\n", "colour: unknown key"),
+    "a port that cannot be": ("server: {port: 70000}\n", "server.port: must be from 0 to 65535"),
     "a follower without the primary's address": (
         "server: {role: follower}\nreplication: {url: 'file:///nonexistent/replica'}\n",
         "follower.primary_url: required when server.role is follower (writes are sent there)"),

@@ -78,6 +78,7 @@ class ServerConfig:
     body_timeout_seconds: float = 30.0
 
     def __post_init__(self) -> None:
+        check_range(self.port, "server.port", minimum=0, maximum=65535)
         for name in ("max_connections_per_address", "max_websockets_per_address"):
             if getattr(self, name) < 0:
                 raise ConfigError("must be 0 (no cap) or more", f"server.{name}")
