@@ -36,6 +36,21 @@ async def list_records(pds_url: str, did: str, collection: str) -> tuple[int, li
     return resp.status_code, resp.json().get("records", []) if resp.status_code == 200 else []
 
 
+def proof(devnet: Any, client_service: str, person: dict[str, str]) -> dict[str, str]:
+    """The primary admin's service-auth token for the move (a move is always proven)."""
+    got = devnet.xrpc("com.atproto.server.getServiceAuth",
+                      params={"aud": client_service, "lxm": "community.commonroom.community.move"},
+                      token=person["accessJwt"])
+    return {"Authorization": f"Bearer {got['token']}"}
+
+
+async def move(api: Api, devnet: Any, did: str, who: dict[str, str], pds_url: str, **extra: Any) -> Any:
+    service = (await api.client.get("/api/v1/method-ids")).json()["serviceDid"]
+    return await api.client.post(f"/api/v1/communities/{did}/move", api_key=api.key,
+                                 json={"adminDid": who["did"], "pdsUrl": pds_url, **extra},
+                                 headers=proof(devnet, service, who))
+
+
 async def wait_moved(api: Api, did: str, seconds: float = 60) -> dict[str, Any]:
     for _ in range(int(seconds * 10)):
         got = (await api.get(f"/api/v1/communities/{did}/move")).json()
@@ -111,8 +126,7 @@ async def test_a_community_moves_to_pds_b_with_its_repo_and_keeps_working(
     invites_before = (await api.get(path("/invites"), adminDid=alice["did"])).json()["invites"]
     details_before = (await seen()).json()["community"]
 
-    resp = await api.post(f"/api/v1/communities/{did}/move", {"adminDid": alice["did"],
-                                                              "pdsUrl": devnet_b.pds_url})
+    resp = await move(api, devnet, did, alice, devnet_b.pds_url)
     assert resp.status == 202, resp.text
     assert resp.json()["toPds"] == devnet_b.pds_url
     await wait_moved(api, did)
@@ -163,12 +177,15 @@ async def test_a_community_moves_to_pds_b_with_its_repo_and_keeps_working(
 async def test_refusals_change_nothing(app, client, devnet, devnet_b, people):
     api, did, alice, (bob, carol), _ = await populated(app, client, people)
     path = f"/api/v1/communities/{did}/move"
-    same = await api.post(path, {"adminDid": alice["did"], "pdsUrl": devnet.pds_url})
+    same = await move(api, devnet, did, alice, devnet.pds_url)
     assert same.status == 400 and same.json()["error"] == "same_pds"
-    not_primary = await api.post(path, {"adminDid": bob["did"], "pdsUrl": devnet_b.pds_url})
+    not_primary = await move(api, devnet, did, bob, devnet_b.pds_url)
     assert not_primary.status == 403, not_primary.text
-    nowhere = await api.post(path, {"adminDid": alice["did"], "pdsUrl": "ftp://x"})
-    assert nowhere.status == 400
+    for bad in ("ftp://x", "https://xn--", "https://pds.example/path", "https://a..b", 42):
+        nowhere = await move(api, devnet, did, alice, bad)
+        assert nowhere.status == 400 and "pdsUrl" in nowhere.json()["message"], (bad, nowhere.text)
+    unproven = await api.post(path, {"adminDid": alice["did"], "pdsUrl": devnet_b.pds_url})
+    assert unproven.status == 401 and unproven.json()["error"] == "user_proof_required"
     assert (await api.get(path)).json()["state"] == "none"
     assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet.pds_url
     assert (await api.join(did, people("erin")["did"])).status == 201  # still writable
@@ -186,6 +203,9 @@ async def test_writes_are_refused_with_503_while_the_community_moves(app, client
         "userDid": carol["did"], "collection": COLLECTION,
         "record": {"$type": COLLECTION, "text": "x", "createdAt": "2026-11-28T00:00:00.000Z"}})
     assert resp.status == 503 and resp.json()["error"] == "community_moving"
+    # nor can it be deleted: the move finishes with its credentials
+    deleted = await api.delete(f"/api/v1/communities/{did}", {"adminDid": alice["did"]})
+    assert deleted.status == 503 and deleted.json()["error"] == "community_moving"
     # reads still work
     assert (await api.post(f"/api/v1/communities/{did}/membership/check",
                            {"userDid": bob["did"]})).json()["isMember"] is True

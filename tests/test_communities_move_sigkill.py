@@ -20,6 +20,7 @@ from daemon.atproto.moves import STEPS
 from daemon.runtime.app import create_app, load_config
 from tests.conftest import TEST_SECRET_KEY, deep_merge
 from tests.fixtures_communities import Api
+from tests.test_communities_move import move
 from tests.helpers import Client, login_as, register_app
 from tests.test_webhooks_crash import Daemon, free_port
 
@@ -66,7 +67,7 @@ async def test_a_move_killed_after_each_step_finishes_at_the_next_start(
                 "record": {"$type": COLLECTION, "text": f"note {i}", "createdAt": "2026-11-29T00:00:00.000Z"}})
             assert made.status == 201, made.text
         try:
-            await api.post(api.path(did, "/move"), {"adminDid": owner["did"], "pdsUrl": devnet_b.pds_url})
+            await move(api, devnet, did, owner, devnet_b.pds_url)
         except Exception:  # noqa: BLE001 (killed while answering, after the account step)
             pass
         assert daemon.proc is not None

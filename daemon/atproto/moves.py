@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from daemon.atproto.accounts import account_row, service_rotation_key, _password_ctx
 from daemon.atproto.pds import PdsError, check_service_url, request, xrpc
-from daemon.atproto.plc import next_operation, plc_data, plc_last_cid, sign_operation, submit_operation
+from daemon.atproto.plc import next_operation, plc_data, plc_last_operation, sign_operation, submit_operation
 from daemon.base import ApiError
 from store.db import Reader, Row, Transaction
 
@@ -66,7 +66,7 @@ async def begin_move_tx(app: "Application", tx: Transaction, did: str, to_pds: s
     """Record a move of `did` to `to_pds` (from here on its repo is read-only). Refuses (400)
     a move to the PDS it is on, an account this service did not create, and one for which
     it holds no rotation key; 409 while a move is under way."""
-    to_pds = check_service_url(app, to_pds.rstrip("/"), "PDS")
+    to_pds = require_pds_url(app, to_pds)
     row = await account_row(tx, did)
     if row is None:
         raise ApiError(404, "not_found", f"no credentials are stored for the account {did}")
@@ -102,6 +102,35 @@ async def writes_settled(app: "Application", did: str, *, seconds: float = 20.0)
     return True
 
 
+def require_pds_url(app: "Application", url: Any) -> str:
+    """A PDS's address as a move accepts it: an http(s) origin whose host name parses (400
+    ``invalid_request`` naming ``pdsUrl`` otherwise), through the outbound guard's rules."""
+    import httpx
+
+    from daemon.http.base import invalid
+    if not isinstance(url, str) or len(url) > 300:
+        raise invalid("pdsUrl", "must be the new PDS's address, such as https://pds.example.com")
+    try:
+        parsed = httpx.URL(url.strip().rstrip("/"))
+        host = parsed.host
+        if parsed.scheme not in ("https", "http") or not host or parsed.path not in ("", "/") \
+                or parsed.query or parsed.fragment or any(not label for label in host.split(".")):
+            raise ValueError(url)
+        httpx.Request("GET", parsed)  # what the client will build
+    except (ValueError, httpx.InvalidURL, UnicodeError):
+        raise invalid("pdsUrl", "is not a PDS's address (https://host, nothing after the host)") from None
+    return check_service_url(app, str(parsed).rstrip("/"), "PDS")
+
+
+async def service_key_listed(app: "Application", did: str) -> bool:
+    """Whether the rotation key this service holds for `did` is among its DID's rotation
+    keys (the owner may have removed it with the recovery key, or adding it failed)."""
+    key = await service_rotation_key(app, did)
+    if key is None:
+        return False
+    return key.did_key in (await plc_data(app, did)).get("rotationKeys", [])
+
+
 def _move_ctx(did: str) -> str:
     return f"account_moves.password:{did}"
 
@@ -111,15 +140,24 @@ def _invite_ctx(did: str) -> str:
 
 
 async def abandon_move(app: "Application", did: str) -> bool:
-    """Forget a move that has not reached the point of no return (the old account was never
-    touched; a half-made account on the new PDS stays deactivated there). False when it has."""
-    async with app.db.transaction("accounts.move_abandon") as tx:
-        row = await move_of(tx, did)
-        if row is None:
-            return True
-        if STEPS.index(row["step"]) >= STEPS.index(POINT_OF_NO_RETURN):
+    """Forget a move that has not reached the point of no return: the directory does not
+    name the new PDS yet (the old account was never touched; a half-made account on the new
+    PDS stays deactivated there). False when it does, or when that cannot be read now."""
+    row = await move_of(app.db, did)
+    if row is None:
+        return True
+    step = STEPS.index(row["step"])
+    if step > STEPS.index(POINT_OF_NO_RETURN):
+        return False
+    if step == STEPS.index(POINT_OF_NO_RETURN):
+        try:  # the operation may have been accepted just before a crash
+            data = await plc_data(app, did)
+        except (ApiError, PdsError):
             return False
-        await tx.execute("DELETE FROM account_moves WHERE did = ?", (did,))
+        if (data.get("services", {}).get("atproto_pds") or {}).get("endpoint", "").rstrip("/") == row["to_pds"]:
+            return False
+    async with app.db.transaction("accounts.move_abandon") as tx:
+        await tx.execute("DELETE FROM account_moves WHERE did = ? AND step = ?", (did, row["step"]))
     return True
 
 
@@ -144,7 +182,7 @@ async def resume_move(app: "Application", did: str, finished: Finished, *, until
             return
         try:
             await _STEP_FUNCTIONS[step](app, row, finished)
-        except (PdsError, ApiError) as exc:
+        except Exception as exc:
             async with app.db.transaction("accounts.move_failed") as tx:
                 await tx.execute("UPDATE account_moves SET error = ?, updated_at = ? WHERE did = ?",
                                  (str(exc)[:500], app.clock.iso_now(), did))
@@ -230,6 +268,10 @@ async def _step_blobs(app: "Application", row: Row, finished: Finished) -> None:
         for blob in page.get("blobs") or []:
             resp = await request(app, "GET", f"{base}/xrpc/com.atproto.sync.getBlob", label="getBlob",
                                  params={"did": did, "cid": blob["cid"]}, max_bytes=_MAX_BLOB_BYTES)
+            if resp.status_code in (400, 404):  # referenced but gone on the old PDS: nothing to copy
+                log.warning("moving %s: the old PDS has no blob %s (%s); left out", did, blob["cid"],
+                            resp.status_code)
+                continue
             if resp.status_code != 200:
                 raise PdsError(f"getBlob {blob['cid']} answered {resp.status_code}", pds_status=resp.status_code)
             await xrpc(app, "POST", row["to_pds"], "com.atproto.repo.uploadBlob", data=resp.content, auth=token,
@@ -249,13 +291,20 @@ async def _step_identity(app: "Application", row: Row, finished: Finished) -> No
         raise ApiError(409, "move_not_possible", f"this service holds no rotation key for {did}")
     rec = await xrpc(app, "GET", to_pds, "com.atproto.identity.getRecommendedDidCredentials",
                      auth=await _new_token(app, row))
+    # The fields and `prev` from the one newest operation, so that none that lands meanwhile
+    # is silently undone (the directory refuses a stale `prev`, and the step runs again).
+    last = await plc_last_operation(app, did)
+    current = last["operation"]
     account = await account_row(app.db, did)
-    ours = [k for k in (account["recovery_key"], key.did_key) if k]
+    ours = [k for k in (account["recovery_key"], key.did_key) if k and k in current.get("rotationKeys", [])]
+    if key.did_key not in ours:
+        raise ApiError(409, "move_not_possible", f"the service's rotation key is no longer one of {did}'s: "
+                                                 "its owner can move it with the recovery key")
     rotation = ours + [k for k in rec.get("rotationKeys") or [] if k not in ours]
-    op = next_operation(data, await plc_last_cid(app, did), rotationKeys=rotation[:5],
-                        verificationMethods=rec.get("verificationMethods") or data["verificationMethods"],
-                        alsoKnownAs=rec.get("alsoKnownAs") or data["alsoKnownAs"],
-                        services=rec.get("services") or data["services"])
+    op = next_operation(current, last["cid"], rotationKeys=rotation[:5],
+                        verificationMethods=rec.get("verificationMethods") or current["verificationMethods"],
+                        alsoKnownAs=rec.get("alsoKnownAs") or current["alsoKnownAs"],
+                        services=rec.get("services") or current["services"])
     await submit_operation(app, did, sign_operation(op, key))
 
 

@@ -145,6 +145,15 @@ async def plc_last_cid(app: "Application", did: str) -> str:
     return log[-1]["cid"]
 
 
+async def plc_last_operation(app: "Application", did: str) -> dict[str, Any]:
+    """The DID's newest operation, ``{"operation": {...}, "cid": ...}`` (its audit log's last
+    entry), to build the next one from."""
+    log = await _get_json(app, f"{_plc_base(app)}/{did}/log/audit", did)
+    if not isinstance(log, list) or not log or not isinstance(log[-1].get("operation"), dict):
+        raise PdsError(f"the PLC directory's audit log for {did} is empty")
+    return {"operation": log[-1]["operation"], "cid": log[-1]["cid"]}
+
+
 async def submit_operation(app: "Application", did: str, operation: dict[str, Any]) -> None:
     """Send a signed operation to the directory; 400 ``plc_refused`` with its words when it
     says no (a wrong key, a stale ``prev``)."""

@@ -14,8 +14,8 @@ from daemon.atproto.accounts import (bring_own_account, community_repo, Communit
                                      fetch_handle_domain, forget_account, provision_account)
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
-from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, resume_move,
-                                  STEPS as MOVE_STEPS, unfinished_moves, writes_settled)
+from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, require_pds_url, resume_move,
+                                  service_key_listed, STEPS as MOVE_STEPS, unfinished_moves, writes_settled)
 from daemon.atproto.plc import plc_data, require_did_key, RotationKey
 from daemon.atproto.syntax import (is_at_uri, is_cid, is_datetime, is_handle, is_nsid, is_rkey, is_tid,
                                    new_tid, normalize_handle, nsid_problem, require_at_uri, require_handle,
@@ -35,5 +35,5 @@ __all__ = [
     "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
     "RecordOp", "record_account_status_tx", "RotationKey", "require_did_key", "plc_data",
     "begin_move_tx", "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled",
-    "moving_error", "MOVE_STEPS",
+    "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url",
 ]

@@ -198,7 +198,9 @@ def check_api_versions(pm: pluggy.PluginManager) -> None:
         if spec is None:
             continue
         try:
-            fits = isinstance(spec, str) and api_version_in(API_VERSION, spec)
+            if not isinstance(spec, str):
+                raise ValueError(spec)
+            fits = api_version_in(API_VERSION, spec)
         except ValueError:
             raise PluginError(f"{name}.cr_plugin_api_version must return a range such as '>=1.0,<2', "
                               f"not {spec!r}") from None

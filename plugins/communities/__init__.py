@@ -39,7 +39,8 @@ def cr_startup(app: Any) -> None:
     check_limits(app.config)
     if not app.read_only:
         from plugins.communities.move import resume_all
-        app.spawn(resume_all(app), name="communities.moves")  # moves a crash interrupted
+        # moves a crash or a failing PDS interrupted: at start, then every minute
+        app.spawn_periodic("communities.moves", 60.0, lambda first: resume_all(app, first))
     if not app.read_only and app.config.plugin("communities").denied_audit_retention_days:
         from plugins.communities.retention import DeniedAuditPruner
         pruner = DeniedAuditPruner(app)

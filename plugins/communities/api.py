@@ -153,7 +153,13 @@ class MoveHandler(ApiBase):
         if not to_pds.startswith(("https://", "http://")):
             raise validate.invalid("pdsUrl", "must be the PDS's address (https://…)")
         invite = validate.string(body, "inviteCode", required=False, min_len=1, max_len=200)
-        actor = await self.acting(admin, row)
+        # Moving hands the identity to another PDS: the primary admin must prove it is them
+        # (their service-auth token), whatever the community's requireUserProof says.
+        if not await self.app.proofs.acting_user(self, admin, self.user_methods["POST"], True):
+            raise ApiError(401, "user_proof_required",
+                           "Moving a community needs the primary admin's service-auth token (identity.user_proof "
+                           "is off here: move it from the web app's Danger zone, or ask the operator).")
+        actor = Actor(admin, self.principal.app_id, True)  # proven once: a token is good for one request
         self.send_json(await communities_of(self.app).move(row, actor, to_pds, invite_code=invite), 202)
 
     @operation("The progress of the community's move (state none when it is not moving)", responses={200: S.MOVE})

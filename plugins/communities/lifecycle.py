@@ -269,9 +269,12 @@ async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, 
     idle (provisioned). Once the index is gone the answer is 200, whatever happens after."""
     from daemon.plugin.atproto import forget_account
 
+    from daemon.plugin.atproto import move_of, moving_error
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)
     require_role(await member_status(app.db, did, actor.did), primary=True)
+    if await move_of(app.db, did) is not None:
+        raise moving_error(did)  # its credentials are what the move finishes with
     await app.writes.run(DeleteCommunity(app, did, actor))
     try:
         # Drops the cached PDS session (the stored row is already gone: idempotent).

@@ -15,8 +15,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from daemon.plugin import Actor, ApiError
-from daemon.plugin.atproto import (abandon_move, begin_move_tx, move_of, MOVE_STEPS, resume_move, unfinished_moves,
-                                   writes_settled)
+from daemon.plugin.atproto import (abandon_move, begin_move_tx, move_of, MOVE_STEPS, resume_move, service_key_listed,
+                                   unfinished_moves, writes_settled)
 from plugins.communities import store
 from plugins.communities.steps import audit_tx, community_lock_key, member_status, require_manager, require_role
 
@@ -54,6 +54,12 @@ async def start(app: "Application", community: "Row", actor: Actor | None, to_pd
         assert actor is not None
         await require_manager(app.db, community, actor.app_id)
         require_role(await member_status(app.db, did, actor.did), primary=True)
+    if community["account_kind"] == "provisioned" and await move_of(app.db, did) is None \
+            and not await service_key_listed(app, did):
+        raise ApiError(400, "move_not_possible",
+                       "This service holds no rotation key in the community's identity (it was created before "
+                       "recovery keys, adding the key failed, or its owner removed it): the owner can move it with "
+                       "the recovery key.")
     async with app.writes.lock(community_lock_key(did)):
         async with app.db.transaction("communities.move_begin") as tx:
             if community["account_kind"] != "provisioned":
@@ -68,11 +74,20 @@ async def start(app: "Application", community: "Row", actor: Actor | None, to_pd
         raise ApiError(503, "writes_in_progress", "Writes to the community are still under way: try again shortly.",
                        headers={"Retry-After": "30"})
     try:
-        await resume_move(app, did, finished(app), until="repo")
+        async with app.writes.lock(_move_lock(did)):
+            await resume_move(app, did, finished(app), until="repo")
     except ApiError as exc:
         await _abandon(app, did, actor, exc)
         raise
+    except Exception as exc:  # noqa: BLE001 (nothing of the old account was touched: give it back)
+        await _abandon(app, did, actor, exc)
+        raise ApiError(502, "pds_error", f"The new PDS could not be reached to make the account: {exc}. "
+                                         "Nothing changed; try again later.") from None
     return progress(await move_of(app.db, did), community)
+
+
+def _move_lock(did: str) -> str:
+    return f"communities.move:{did}"
 
 
 async def _abandon(app: "Application", did: str, actor: Actor | None, exc: Exception) -> None:
@@ -87,13 +102,16 @@ async def run(app: "Application", did: str) -> None:
     move is abandoned (the community stays where it was); on a PDS failure it stays
     recorded and `resume_all` (start-up) or the next request to move takes it up again."""
     try:
-        await resume_move(app, did, finished(app))
-    except ApiError as exc:
-        log.warning("the move of %s failed: %s", did, exc)
-        if exc.status < 500:
+        async with app.writes.lock(_move_lock(did)):
+            await resume_move(app, did, finished(app))
+    except Exception as exc:  # noqa: BLE001 (recorded on the move)
+        transient = bool(getattr(exc, "transient", False)) or getattr(exc, "status", 0) in (502, 503, 504)
+        log.warning("the move of %s stopped: %r; %s", did, exc,
+                    "it is tried again in a minute" if transient else "it is given up if it may still be")
+        if not transient:
+            # Before the directory names the new PDS the old account is untouched: give the move
+            # up, so the community is writable again. After, it can only go forward (retried).
             await _abandon(app, did, None, exc)
-    except Exception as exc:  # noqa: BLE001 (recorded on the move; resumed later)
-        log.warning("the move of %s stopped: %r; it resumes at the next start", did, exc)
 
 
 async def step_once(app: "Application", did: str) -> None:
@@ -112,8 +130,8 @@ async def step_once(app: "Application", did: str) -> None:
         raise
 
 
-async def resume_all(app: "Application") -> None:
-    """Start-up: take up every move a crash interrupted."""
+async def resume_all(app: "Application", first: bool = True) -> None:
+    """At start-up and every minute: take up every move a crash or a failure interrupted."""
     for row in await unfinished_moves(app.db):
         if await store.get_community(app.db, row["did"]) is not None:
             await run(app, row["did"])
