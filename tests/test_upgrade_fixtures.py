@@ -1,5 +1,7 @@
 """Upgrades from every release (docs/operations.md, "Upgrading"): each database in
-tests/upgrade/ was written by that release's own code (tests/upgrade/make_fixture.py, run on
+tests/upgrade/ was written by that release's own code (0.1.0: the last commit before the first
+numbered release, f988bea, which every install before 0.2.0 ran; its upgrade applies 0.2.0's
+migrations: core 0007 and 0008, communities 0012, instance 0001) (tests/upgrade/make_fixture.py, run on
 the release's commit, against the devnet of that day). The app starts on a copy of it, which
 migrates it to today's schema, and every kind of row is read back through the API: the
 community, its members and admins, a custom role and who holds it, a ban with its reason and
