@@ -35,6 +35,12 @@ async def section_page(handler: PageHandler, row: Any, key: str, *needs: str, do
                     "holds": lambda capability: handler.communities.status_holds(status, capability)}
 
 
+def handle_confirmed(form: Any, row: Any) -> bool:
+    """Whether a destructive form's ``confirmHandle`` (_confirm_handle.html) is the community's
+    handle (with or without @, any case)."""
+    return form.get("confirmHandle", "").strip().lstrip("@").lower() == row["handle"]
+
+
 def community_names(row: Any, **more: Any) -> dict[str, Any]:
     return {"displayName": row["display_name"], "handle": row["handle"], "did": row["did"],
             "type": row["type"], **more}
@@ -478,8 +484,7 @@ class DeletePage(PageHandler):
 
     async def submit(self, ident: str) -> None:
         row = await community_row(self, ident)
-        typed = self.form.get("confirmHandle", "").strip().lstrip("@").lower()
-        if typed != row["handle"]:
+        if not handle_confirmed(self.form, row):
             errors = FormErrors(values={"confirmHandle": self.form.get("confirmHandle", "")})
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to delete it")
             await self.show(row, errors, 400)
@@ -520,7 +525,7 @@ class MovePage(PageHandler):
         errors = FormErrors(values=values)
         if not values["pdsUrl"].startswith(("https://", "http://")):
             errors.add("pdsUrl", "Enter the new PDS's address, such as https://pds.example.com")
-        if values["confirmHandle"].lstrip("@").lower() != row["handle"]:
+        if not handle_confirmed(self.form, row):
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to move it")
         if errors:
             await self.show(row, errors, 400)
