@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # Built from a copy of the files git knows (setuptools writes build/ and *.egg-info into
     # the tree it builds), as scripts/release builds from a clean tree.
@@ -45,8 +45,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for needed in ("plugins/web/static/favicon.svg", "plugins/web/static/app.css", "plugins/web/templates/base.html",
                    "plugins/instance/templates/overview.html", "plugins/reports/templates/queue.html",
                    "store/migrations/0001_core.sql", "plugins/communities/migrations/0001_communities.sql",
-                   f"commonroom-{__version__}.data/data/share/commonroom/systemd/commonroom.service"):
+                   f"commonroom-{__version__}.data/data/share/commonroom/systemd/commonroom.service",
+                   f"commonroom-{__version__}.data/data/share/commonroom/config.yaml"):
         assert needed in names, f"{needed} is not in the wheel"
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path) -> Path:
+    out = wheel.parent
     target = out / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
                               str(wheel)], capture_output=True, text=True, timeout=300, cwd=out)
@@ -142,3 +149,50 @@ async def test_the_installed_wheel_creates_a_community_and_takes_a_join_on_the_d
         client.close()
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_install_systemd_from_the_wheel_alone(wheel: Path, tmp_path: Path) -> None:
+    """scripts/install-systemd --from-wheel, copied away from the checkout as an operator
+    downloads it: the service's venv runs the wheel's code (no copy of a checkout in
+    /opt/commonroom), the units and the default config are the wheel's, and the installed
+    command checks that config once systemd hands over the key. Run again, it keeps the
+    operator's config (an upgrade)."""
+    import os
+    import shutil as sh
+    script = tmp_path / "install-systemd"
+    sh.copy2(REPO / "scripts" / "install-systemd", script)  # no repository beside it
+    root = tmp_path / "root"
+
+    def install() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(script), "--root", str(root), "--from-wheel", str(wheel), "--no-start"],
+                              capture_output=True, text=True, timeout=900, cwd=tmp_path)
+
+    first = install()
+    assert first.returncode == 0, first.stderr
+    opt = root / "opt" / "commonroom"
+    assert sorted(p.name for p in opt.iterdir()) == [".venv"]  # the package is the code
+    commonroom = opt / ".venv" / "bin" / "commonroom"
+    version = subprocess.run([str(commonroom), "--version"], capture_output=True, text=True, timeout=60,
+                             cwd=tmp_path)
+    assert version.returncode == 0 and __version__ in version.stdout, version
+    units = root / "etc" / "systemd" / "system"
+    for name in ("commonroom.service", "commonroom-backup.timer", "commonroom-litestream.service"):
+        assert (units / name).read_text() == (REPO / "systemd" / name).read_text()
+    assert (units / "commonroom.service.d" / "hardening.conf").is_file()
+    config = root / "etc" / "commonroom" / "config.yaml"
+    assert "state_dir: /var/lib/commonroom" in config.read_text()
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    sh.copy(root / "etc" / "credstore" / "commonroom.secret_key", creds / "secret_key")
+    checked = subprocess.run([str(commonroom), "-c", str(config), "check-config"], capture_output=True,
+                             text=True, cwd=tmp_path, timeout=60,
+                             env={**os.environ, "CREDENTIALS_DIRECTORY": str(creds)})
+    assert checked.returncode == 0, checked.stderr
+
+    config.write_text(config.read_text() + "# edited by the operator\n")
+    again = install()
+    assert again.returncode == 0, again.stderr
+    assert config.read_text().endswith("# edited by the operator\n")
+    refused = subprocess.run([str(script), "--root", str(root), "--from-wheel", str(tmp_path / "nope.whl")],
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "no such wheel" in refused.stderr
