@@ -6,8 +6,12 @@ the release's commit, against the devnet of that day). The app starts on a copy 
 migrates it to today's schema, and every kind of row is read back through the API: the
 community, its members and admins, a custom role and who holds it, a ban with its reason and
 expiry, an invite, records, the audit log, a report, a signed-in session, and a webhook delivery
-left pending, which is then delivered. Nothing here calls the PDS of that day (the index
-answers), so the fixture's DIDs need not exist on today's devnet."""
+left pending, which is then delivered. From 0.2.0 on, also an OAuth grant (its session still
+signed in, its tokens still open with the instance's key) and a write intent no request
+finished (that person's browser join, cut short), which the reconciler finishes once they have
+signed out (the record, if written, is theirs to keep: the grant to delete it is gone).
+Nothing here calls the PDS of that day (the index answers), so the fixture's DIDs need not
+exist on today's devnet."""
 
 from __future__ import annotations
 
@@ -86,6 +90,26 @@ async def test_a_release_database_is_migrated_and_every_kind_of_row_reads_back(
     # the session signed in before the upgrade still is
     me = await client.get("/users/me", headers={"Cookie": f"sid={release['session']['sid']}"})
     assert me.status == 200 and me.json()["did"] == who["alice"]
+    if "oauth" in release:  # signed in through OAuth: the session and its grant's tokens
+        me = await client.get("/users/me", headers={"Cookie": f"sid={release['oauth']['sid']}"})
+        assert me.status == 200 and me.json()["did"] == release["oauth"]["did"]
+        from daemon.security.sessions import hash_sid
+        from plugins.oauth.grants import oauth_state
+        grant = await oauth_state(app).grants.load(hash_sid(release["oauth"]["sid"]))
+        assert grant is not None and grant.did == release["oauth"]["did"]
+        assert grant.access_token and grant.refresh_token  # unsealed with the instance's key
+        # The join cut short before the upgrade is settled by the reconciler: signed out (the
+        # PDS of that day is gone, so its tokens are not revoked there), the grant that could
+        # delete its record is gone, and the intent is finished with an audit entry.
+        cookie = f"sid={release['oauth']['sid']}; csrf-token={release['oauth']['csrf']}"
+        out = await client.post("/logout", headers={"Cookie": cookie, "x-csrf-token": release["oauth"]["csrf"]})
+        assert out.status == 200 and out.json()["loggedOut"] is True, out.text
+        assert (await app.writes.reconcile(any_age=True)).get("reconciled") == 1
+        assert await app.db.fetchval("SELECT COUNT(*) FROM write_intents") == 0
+        audit = (await get(f"/api/v1/communities/{did}/audit-log", adminDid=who["alice"])).json()
+        entries = next(v for v in audit.values() if isinstance(v, list))
+        settled = [e for e in entries if e["action"] == "reconciled"]
+        assert len(settled) == 1 and settled[0]["metadata"]["undone"] == ["left the user's membership record"]
 
     # the delivery left pending is delivered once its receiver is up
     deliveries = (await get(f"/api/v1/webhooks/{release['webhookId']}/deliveries")).json()["deliveries"]

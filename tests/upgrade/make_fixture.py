@@ -14,18 +14,28 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from daemon import __version__
+from commonroom_testing.app import deep_merge
 from commonroom_testing.communities import Api
 from commonroom_testing.http import login_as
 from commonroom_testing.webhooks import LOOPBACK_TARGETS
-from tests.fixtures_communities import devnet_module_fixtures
+from tests.fixtures_oauth import oauth_login
 
-config_overrides, extra_plugins = devnet_module_fixtures(config=LOOPBACK_TARGETS)
 HERE = Path(__file__).parent
 COLLECTION = "org.example.garden.note"
 
 
-async def test_make_fixture(app: Any, client: Any, devnet: Any, people: Any) -> None:
+@pytest.fixture
+def config_overrides(oauth_tls_config: dict[str, Any]) -> dict[str, Any]:
+    # the service at an https address, so a real OAuth sign-in leaves a grant in the fixture
+    return deep_merge(oauth_tls_config, {**LOOPBACK_TARGETS,
+                                         "rate_limits": {"api": {"requests": 100000, "window_seconds": 60}}})
+
+
+async def test_make_fixture(app: Any, client: Any, devnet: Any, people: Any, service: Any,
+                            oauth_account: Any) -> None:
     api = await Api.make(app, client)
     alice, bob, carol, dave, erin = (people(n) for n in ("alice", "bob", "carol", "dave", "erin"))
     did = (await api.create(alice, "Upgrade club"))["did"]
@@ -57,7 +67,23 @@ async def test_make_fixture(app: Any, client: Any, devnet: Any, people: Any) -> 
     community = await app.communities.community(did)
     await reports.create(app, community, carol["did"], {"subject": dave["did"], "reason": "spam"}, app_id=None)
     session = await login_as(app, alice["did"], alice["handle"])
+    # a person signed in through OAuth at the devnet's PDS: a grant (sealed tokens) and its session
+    browser = service()
+    await oauth_login(browser, oauth_account)
+    oauth_sid, oauth_csrf = browser.cookies["sid"], browser.cookies["csrf-token"]
     await app.webhooks.running.stop()  # nothing delivered after this; the rows are as they are
+    # An intent no request finished: that person's browser join, cut short after its intent
+    # (the daemon stopped before writing the record to their repo or committing the join).
+    # Recorded as the join records it (plugins/communities/membership.py, the plan of a join
+    # with a session).
+    from daemon.plugin.atproto import new_tid
+    from plugins.communities.steps import MEMBERSHIP
+    async with app.db.transaction("fixture.intent") as tx:
+        await app.writes.begin_tx(tx, kind=MEMBERSHIP, key=f"membership:{did}:{oauth_account['did']}",
+                                  operation="membership.put", rkey=new_tid(app.clock), community_did=did,
+                                  payload={"userDid": oauth_account["did"], "sessionId": browser.session_id})
+    assert await app.db.fetchval("SELECT COUNT(*) FROM write_intents") == 1
+    assert await app.db.fetchval("SELECT COUNT(*) FROM oauth_grants") == 1
     target = HERE / f"{__version__}.sqlite3"
     target.unlink(missing_ok=True)
     source = sqlite3.connect(app.config.database_path)
@@ -77,4 +103,5 @@ async def test_make_fixture(app: Any, client: Any, devnet: Any, people: Any) -> 
         "records": rkeys, "collection": COLLECTION, "webhookId": hook.json()["webhookId"],
         "inviteId": invite.get("id"),
         "session": {"sid": session.sid, "csrf": session.csrf},
+        "oauth": {"sid": oauth_sid, "csrf": oauth_csrf, "did": oauth_account["did"]},
     }, indent=1) + "\n")
