@@ -188,6 +188,39 @@ def test_install_systemd_from_the_wheel_alone(wheel: Path, tmp_path: Path) -> No
                              text=True, cwd=tmp_path, timeout=60,
                              env={**os.environ, "CREDENTIALS_DIRECTORY": str(creds)})
     assert checked.returncode == 0, checked.stderr
+    # pip show names exactly the runtime dependencies setup.cfg declares (no test tools)
+    import configparser
+    import re
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    declared = {re.split(r"[<>=!~\[; ]", line.strip(), maxsplit=1)[0].lower().replace("_", "-")
+                for line in cfg["options"]["install_requires"].splitlines()
+                if line.strip() and not line.strip().startswith("#")}
+    shown = subprocess.run([str(opt / ".venv" / "bin" / "pip"), "show", "commonroom"], capture_output=True,
+                           text=True, timeout=60)
+    requires = next(line for line in shown.stdout.splitlines() if line.startswith("Requires:"))
+    assert {r.strip().lower() for r in requires.split(":", 1)[1].split(",") if r.strip()} == declared, requires
+    # and the service's venv serves (its config pointed at a free port and a temporary state dir)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    local = tmp_path / "local.yaml"
+    local.write_text(f"server: {{port: {port}, base_url: 'http://127.0.0.1:{port}'}}\n"
+                     f"storage: {{state_dir: {tmp_path / 'state'}}}\nsecret_key: '{TEST_SECRET_KEY}'\n")
+    proc = subprocess.Popen([str(commonroom), "-c", str(local), "serve"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.communicate()[1]
+                time.sleep(0.05)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/discover", timeout=10).status == 200
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
     config.write_text(config.read_text() + "# edited by the operator\n")
     again = install()
