@@ -284,6 +284,11 @@ async def test_pages_report_queue_and_my_reports(app, client, devnet, people):
     assert refused.status == 403 and "reports.review" in refused.text
     queue = await client.get(f"/c/{club.handle}/settings/reports", headers=cookie(bob))
     assert queue.status == 200 and club.dave["did"] in queue.text and "Rude to me" in queue.text
+    # the queue is one of the settings pages: their section menu, with Reports the current one
+    # (bob, a moderator, is offered only the sections his role opens)
+    assert 'class="settings-nav"' in queue.text
+    assert f'href="/c/{club.handle}/settings/reports" aria-current="page">Reports</a>' in queue.text
+    assert f'href="/c/{club.handle}/settings/pictures"' not in queue.text
     # people are named as the rest of the site names them: the reported member and the reporter by handle
     assert f'Member @{club.dave["handle"]}' in queue.text or f'(@{club.dave["handle"]})' in queue.text, queue.text
     assert f'from @{club.carol["handle"]}' in queue.text or f'(@{club.carol["handle"]}) on' in queue.text

@@ -12,7 +12,7 @@ returns a coroutine object, which is never None. The rules are:
 * **Broadcast hooks** (every hook below except `cr_authenticate` and `cr_user_repo`): an implementation may
   return a plain value or an awaitable. The daemon awaits every awaitable result, in the
   order pluggy returns them (see `daemon.runtime.app.call_hook`). ``async def`` is fine.
-* **First-result hooks** (`cr_authenticate`, `cr_user_repo`): the implementation must decide
+* **First-result hooks** (`cr_authenticate`, `cr_user_repo`, `cr_settings_layout`): the implementation must decide
   *synchronously* whether the request is its kind of credential. It returns None to pass,
   or an awaitable that completes the check (`cr_authenticate` may instead return the
   `Principal` itself when it knows it at once, or raise its 401 at once; a hook wrapper
@@ -317,6 +317,18 @@ def cr_write_kinds(app: "Application") -> "list[WriteKind] | None":
         ``settle`` coroutine, how old an intent must be before it is settled, the backoff
         limit, the other locks settling needs), or None. All results are collected once,
         at the first write or reconciliation; two kinds of the same name are an error.
+    """
+
+
+@hookspec(firstresult=True)
+def cr_settings_layout(handler: "BaseHandler", community_did: str) -> "Awaitable[dict[str, Any]] | None":
+    """What a community's settings layout needs (the sections the signed-in person may open,
+    the community's name and address), so a plugin's page can be one of the settings pages:
+    its template extends ``settings_base.html`` and fills ``{% block section %}``. Reached
+    through ``await PageHandler.settings_layout(community_did)``.
+
+    :return: None (no plugin draws the site's pages), or an awaitable resolving to the values
+        to pass to `render_page`. A plain ``def`` (first result).
     """
 
 

@@ -176,6 +176,16 @@ class PageHandler(BaseHandler):
             known = await service.profiles(wanted[:1000])
         return {did: ((known.get(did) or {}).get("handle") or did) for did in wanted}
 
+    async def settings_layout(self, community_did: str) -> dict[str, Any]:
+        """The values that make a page of yours one of the community's settings pages (its
+        template extends ``settings_base.html`` and fills ``{% block section %}``): the
+        sections the signed-in person may open, your `community.settings` links, the
+        community's name. Pass them to `render_page` with your own values (``**layout``).
+        Check first that the person may see your page: the layout itself refuses nobody.
+        Empty without a plugin that draws the site's pages."""
+        opened = self.app.pm.hook.cr_settings_layout(handler=self, community_did=community_did)
+        return dict(await opened) if opened is not None else {}
+
     def next_path(self) -> str:
         """Where to come back to after signing in: the page itself, or for a form, the
         page the form belongs to (`form_page`)."""

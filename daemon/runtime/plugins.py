@@ -32,7 +32,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
 )
 
 # Hooks whose implementations must be plain functions (see daemon.runtime.hookspecs).
-_SYNC_ONLY_HOOKS = ("cr_authenticate", "cr_user_repo", "cr_not_found", "cr_render_page")
+_SYNC_ONLY_HOOKS = ("cr_authenticate", "cr_user_repo", "cr_not_found", "cr_render_page", "cr_settings_layout")
 
 
 class PluginError(Exception):
@@ -188,7 +188,7 @@ def api_version_in(version: str, spec: str) -> bool:
 #: The plugin API's version, ``MAJOR.MINOR`` (`daemon.plugin.API_VERSION`; docs/plugins.md,
 #: "Compatibility"): the minor grows when names are added, the major when any is removed or
 #: changes meaning.
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 
 
 def check_api_versions(pm: pluggy.PluginManager) -> None:

@@ -134,7 +134,8 @@ class QueuePage(PageHandler):
         groups = await reports.queue(self.app, community)
         await reports.record_previews(self.app, community, groups)
         resolved = await reports.recent_resolved(self.app, community, limit=20)
-        self.render_page("queue.html", title=f"Reports of {community.name}", community=community,
+        layout = await self.settings_layout(community.did)  # one of the settings pages
+        self.render_page("queue.html", title=f"Reports of {community.name}", community=community, **layout,
                          groups=groups, resolved=resolved, person=await namer(self.app, queue_dids(groups, resolved)),
                          actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,
                          reason_words=reason_words,
@@ -169,7 +170,8 @@ class ResolveAction(PageHandler):
             groups = await reports.queue(self.app, community)
             await reports.record_previews(self.app, community, groups)
             resolved = await reports.recent_resolved(self.app, community, limit=20)
-            self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status,
+            layout = await self.settings_layout(community.did)
+            self.render_page("queue.html", title=f"Error: Reports of {community.name}", status=exc.status, **layout,
                              community=community, groups=groups, resolved=resolved,
                              person=await namer(self.app, queue_dids(groups, resolved)),
                              actions=ACTIONS, action_words=ACTION_WORDS, outcome_words=OUTCOME_WORDS, date=shown_date,

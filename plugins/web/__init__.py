@@ -61,6 +61,13 @@ def cr_render_page(handler: Any, page: str, title: str, status: int, values: dic
 
 
 @hookimpl
+def cr_settings_layout(handler: Any, community_did: str) -> Any:
+    # A plugin's page drawn as one of a community's settings pages (the reports queue).
+    from plugins.web.admin import plugin_settings_layout
+    return plugin_settings_layout(handler, community_did)
+
+
+@hookimpl
 def cr_not_found(handler: Any) -> Any:
     # An unknown path that a browser asks for gets the HTML "Page not found" page.
     from plugins.web.base import not_found_page

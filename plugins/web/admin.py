@@ -30,9 +30,22 @@ async def section_page(handler: PageHandler, row: Any, key: str, *needs: str, do
     status = await sections.require(handler, row, *needs, doing=doing)
     path_of = community_path(row)
     return status, {"sections": sections.settings_sections(status, path_of, key), "path_of": path_of,
+                    "layout_community": community_names(row),
                     "notice": await notice_of(handler, row),
                     # for the plugins' settings links (slot community.settings): what the person holds
                     "holds": lambda capability: handler.communities.status_holds(status, capability)}
+
+
+async def plugin_settings_layout(handler: Any, community_did: str) -> dict[str, Any]:
+    """`cr_settings_layout`: what settings_base.html needs for a plugin's page of the
+    community (no built-in section is current: the plugin's link in the menu is)."""
+    communities = handler.app.communities
+    row = await communities.visible_row(community_did, None)
+    status = await communities.membership(community_did, handler.principal.did) if handler.principal else None
+    path_of = community_path(row)
+    return {"sections": sections.settings_sections(status, path_of), "path_of": path_of,
+            "layout_community": community_names(row),
+            "holds": lambda capability: communities.status_holds(status, capability)}
 
 
 def handle_confirmed(form: Any, row: Any) -> bool:
