@@ -23,7 +23,11 @@ is not installed here). The service is served by the daemon's own server (`build
 * ``check-nometrics``: the same, served by a second application in the same process with
   ``metrics.enabled: false``: ``check / check-nometrics`` is what recording metrics costs;
 * ``page1`` / ``page900``: GET .../members?limit=100, first page and the 900th page
-  (keyset cursor of the 89,900th member).
+  (keyset cursor of the 89,900th member). Between two commits a page is answered from the
+  application's cache of member pages (`Communities.member_pages`), as an app's repeated
+  views of a community are;
+* ``page-miss``: pages of 100 after 2,000 different cursors, more than that cache holds
+  (64 pages): (nearly) every page is read from SQLite, as after a change.
 
 For every scenario served by the service it also prints which code path answered
 (``commonroom_http_serving_path_total`` read from ``/metrics`` before and after: ``lean``
@@ -265,7 +269,7 @@ def load(args: tuple[str, int, list[bytes], float, int]) -> dict[str, Any]:
 
 
 PATH_METRIC = "commonroom_http_serving_path_total"
-SCENARIO_NAMES = ("bare", "floor", "check", "check-miss", "check-nometrics", "page1", "page900")
+SCENARIO_NAMES = ("bare", "floor", "check", "check-miss", "check-nometrics", "page1", "page900", "page-miss")
 #: Which server answers a scenario: the service (None), plain Tornado ("bare") or the service
 #: with metrics off ("plain"); neither of the last two counts serving paths.
 SCENARIO_SERVER: dict[str, str | None] = {"bare": "bare", "check-nometrics": "plain"}
@@ -287,7 +291,9 @@ def scenario_requests(seeded: dict[str, Any]) -> dict[str, list[bytes]]:
             "floor": [r.replace(b"POST /api/v1/communities/", b"POST /bench/floor/comm/", 1) for r in checks],
             "page1": [http_get(f"{base}/members?limit=100", auth)],
             "page900": [http_get(f"{base}/members?limit=100&cursor={encode_cursor([seeded['cursor_after_id']])}",
-                                 auth)]}
+                                 auth)],
+            "page-miss": [http_get(f"{base}/members?limit=100&cursor={encode_cursor([after])}", auth)
+                          for after in (random.randrange(1, max(2, MEMBERS - 100)) for _ in range(2_000))]}
 
 
 def serving_paths(port: int) -> dict[str, float]:
@@ -489,7 +495,7 @@ def main() -> int:
             return per_round[len(per_round) // 2]
 
         pairs = [("check", "bare"), ("floor", "bare"), ("check-miss", "bare"), ("check", "check-nometrics"),
-                 ("page1", "page900"), ("page1", "bare"), ("page900", "bare")]
+                 ("page1", "page900"), ("page1", "bare"), ("page900", "bare"), ("page-miss", "bare")]
         paired = {f"{a}/{b}": ratio(a, b) for a, b in pairs if rounds.get(a) and rounds.get(b)}
         results = []
         for name, runs in rounds.items():
@@ -513,7 +519,7 @@ def main() -> int:
             f"{r['name']} {paths_text(r['paths_all_rounds'])} of {sum((r['paths_all_rounds'] or {}).values()):.0f}"
             for r in results if r["paths_all_rounds"] is not None))
         lost = {r["name"]: r["paths_all_rounds"] for r in results
-                if r["name"] in ("check", "check-miss", "page1", "page900")
+                if r["name"] in ("check", "check-miss", "page1", "page900", "page-miss")
                 and r["paths_all_rounds"] and set(r["paths_all_rounds"]) - {"lean"}}
         if lost:
             print(f"FAST PATH LOST: not every request of {', '.join(lost)} was answered at once by its lean "

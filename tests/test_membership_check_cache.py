@@ -51,3 +51,42 @@ async def test_the_very_next_check_sees_every_change(app, client, people):
     assert banned.status == 201, banned.text
     assert await check() == NOBODY
     assert len(app.db._point_cache) > 0   # the checks were cached
+
+
+async def test_the_member_pages_kept_in_the_cache_follow_every_change(app, client, people):
+    """The API's pages of members are kept until the next commit (common.members_json): each
+    change through the API is on the very next page, and a change another process makes to
+    the file (the operator's CLI) within a second."""
+    import asyncio
+    import sqlite3
+
+    api = await Api.make(app, client)
+    alice, bob, carol = people("alice"), people("bob"), people("carol")
+    did = (await api.create(alice, "Paged club"))["did"]
+
+    async def page() -> dict:
+        first = await api.get(api.path(did, "/members"), params={"limit": 10})
+        again = await api.get(api.path(did, "/members"), params={"limit": 10})
+        assert first.status == again.status == 200 and first.body == again.body  # the second from the cache
+        assert first.headers["Etag"] == again.headers["Etag"]
+        return {m["did"]: m["roles"] for m in first.json()["members"]} | {"total": first.json()["total"]}
+
+    assert await page() == {alice["did"]: ["admin", "member"], "total": 1}
+    assert (await api.join(did, bob["did"])).status == 201
+    assert await page() == {alice["did"]: ["admin", "member"], bob["did"]: ["member"], "total": 2}
+    given = await api.post(api.path(did, f"/members/{bob['did']}/roles"), {"adminDid": alice["did"], "role": "moderator"})
+    assert given.status == 200, given.text
+    assert (await page())[bob["did"]] == ["member", "moderator"]
+    assert (await api.join(did, carol["did"])).status == 201
+    assert (await api.post(api.path(did, "/members/leave"), {"userDid": bob["did"]})).status == 200
+    assert await page() == {alice["did"]: ["admin", "member"], carol["did"]: ["member"], "total": 2}
+    assert len(app.communities.member_pages) > 0
+
+    # another process on the same file: seen once the cache next asks SQLite (at most 1 s)
+    other = sqlite3.connect(app.config.database_path)
+    with other:
+        other.execute("UPDATE members SET roles = 'greeter' WHERE community_did = ? AND member_did = ?",
+                      (did, carol["did"]))
+    other.close()
+    await asyncio.sleep(1.1)
+    assert (await page())[carol["did"]] == ["member", "greeter"]

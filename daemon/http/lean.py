@@ -60,6 +60,25 @@ _ASCII_DIGITS = re.compile(r"[0-9]{1,18}")
 _ETAGS = re.compile(r'\*|(?:W/)?"[^"]*"')
 
 
+#: ETags of bodies answered lately, by the body object's identity (an answer kept in a cache,
+#: such as a page of members, is the same bytes object every time: its SHA-1 is taken once).
+#: The entry holds the body itself, so an id is never reused while its entry lives.
+_KNOWN_ETAGS: dict[int, tuple[bytes, str]] = {}
+_KNOWN_ETAGS_MAX = 64
+
+
+def etag_of(body: bytes) -> str:
+    known = _KNOWN_ETAGS.get(id(body))
+    if known is not None and known[0] is body:
+        return known[1]
+    etag = f'"{hashlib.sha1(body).hexdigest()}"'
+    if len(body) >= 4096:  # small bodies are cheaper to hash than to remember
+        if len(_KNOWN_ETAGS) >= _KNOWN_ETAGS_MAX:
+            _KNOWN_ETAGS.clear()
+        _KNOWN_ETAGS[id(body)] = (body, etag)
+    return etag
+
+
 def _etag_matches(etag: str, if_none_match: str | None) -> bool:
     """Whether `If-None-Match` names `etag` (or ``*``), compared weakly, as Tornado does."""
     if not if_none_match:
@@ -131,7 +150,7 @@ class LeanHandler(RequestLogic):
         headers = self._headers
         if status == 200 and self.request.method in ("GET", "HEAD"):
             # As a RequestHandler does: an ETag, and 304 when the client has this version.
-            headers["Etag"] = etag = f'"{hashlib.sha1(body).hexdigest()}"'
+            headers["Etag"] = etag = etag_of(body)
             if _etag_matches(etag, self.request.headers.get("If-None-Match")):
                 status, body = 304, b""
         self._status = status

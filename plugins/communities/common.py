@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from daemon.plugin import Row, is_did, require_did, validate
@@ -105,17 +106,40 @@ def _page_args(handler: BaseHandler) -> tuple[int, int | None, str | None]:
     return limit, after, handler.get_query_argument("search", None)
 
 
+#: How many pages of members `members_json` keeps (at most ~25 KB each: a page of 100).
+MEMBER_PAGES_CACHED = 64
+
+
+def member_pages_cache() -> Any:
+    """The cache of member pages one application keeps (`Communities.member_pages`): a
+    `VersionedCache`, so never stale for this daemon's own writes (emptied by every commit)
+    and stale at most a second for another process's (the operator CLI)."""
+    from daemon.plugin.storage import VersionedCache
+    return VersionedCache(time, max_entries=MEMBER_PAGES_CACHED)
+
+
 async def members_json(handler: Any, row: Row, *, admin_view: bool) -> bytes:
     """`list_members` as the JSON bytes the API answers. A page without `search` is built
-    as text by SQLite (`store.member_page`: no dict per member, no encoder); a
-    search, or a row whose roles need it, takes the dict way. Both give the same JSON."""
+    as text by SQLite (`store.member_page`: no dict per member, no encoder) and kept in
+    the application's cache of member pages until the next commit: apps show member lists
+    on every community view, and between two changes every one of them is the same bytes.
+    A search, or a row whose roles need it, takes the dict way. All give the same JSON."""
     limit, after, search = _page_args(handler)
     if not search:
+        cache = handler.app.communities.member_pages
+        version = cache.version(handler.app.db)
+        # the total comes from the community's row, read before the version: part of the key
+        key = (row["did"], limit, after, admin_view, row["member_count"])
+        body = cache.get(version, key)
+        if body is not None:
+            return body
         page = await store.member_page(handler.app.db, row["did"], limit=limit, after_id=after,
                                                admin_view=admin_view)
         if not page.odd:
             more = f',"cursor":"{encode_cursor([page.last_id])}"' if page.last_id is not None else ""
-            return f'{{"members":{page.members},"total":{int(row["member_count"])}{more}}}'.encode()
+            body = f'{{"members":{page.members},"total":{int(row["member_count"])}{more}}}'.encode()
+            cache.put(version, key, body)
+            return body
     return encode_json(await handler.app.communities.list_members(row, limit=limit, after_id=after, search=search,
                                                                    admin_view=admin_view))
 

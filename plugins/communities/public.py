@@ -39,6 +39,8 @@ class Communities:
 
     def __init__(self, app: "Application") -> None:
         self.app = app
+        #: pages of members as the API answers them (common.members_json)
+        self.member_pages = common.member_pages_cache()
 
     # ---------------------------------------------------------------- for any plugin
 
