@@ -43,3 +43,24 @@ def build_config(state_dir: Path, overrides: dict[str, Any] | None = None,
     """`commonroom_testing.app.build_config` on top of the repository's config.yaml."""
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     return _app.build_config(state_dir, overrides, extra_plugins, base=raw)
+
+
+@pytest.fixture(scope="session")
+def oauth_client_pem() -> bytes:
+    from plugins.oauth.keys import generate_pem
+    return generate_pem()
+
+
+@pytest.fixture
+def state_dir(state_dir: Path, oauth_client_pem: bytes) -> Path:
+    """Every test's app signs as the same OAuth client (the key a service without
+    `oauth.signing_keys` generates into its state directory, written there first). A test
+    app's client_id is its https address, port included, and the devnet's PDS caches the
+    JWKS of a client_id: a later test served on a port an earlier one used would otherwise
+    sign with a key that cached JWKS does not hold (`invalid_client`)."""
+    from plugins.oauth.keys import GENERATED_KEY_FILE
+    key = state_dir / GENERATED_KEY_FILE
+    if not key.exists():
+        key.write_bytes(oauth_client_pem)
+        key.chmod(0o600)
+    return state_dir

@@ -209,3 +209,11 @@ async def test_writing_to_a_repo_needs_an_oauth_session(app):
     with pytest.raises(ApiError) as err:
         await user_repo(app, Principal(kind="app", app_id="app_" + os.urandom(8).hex()))
     assert err.value.status == 403
+
+
+def test_a_service_without_signing_keys_generates_one_once(tmp_path):
+    """(The test apps share one pre-written key, tests/conftest.py: this is the generation itself.)"""
+    first = load_client_keys((), tmp_path)
+    path = tmp_path / "oauth_client_key.pem"
+    assert path.exists() and (path.stat().st_mode & 0o777) == 0o600
+    assert load_client_keys((), tmp_path).kid(first.signing) == first.kid(first.signing)
