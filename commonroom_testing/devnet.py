@@ -53,3 +53,31 @@ def devnet_b(devnet: Devnet, test_ca: TestCA) -> Iterator[Devnet]:
     finally:
         net.resume()
         net.stop()
+
+
+@pytest.fixture(scope="session")
+def devnet_invites(devnet: Devnet, test_ca: TestCA) -> Iterator[Devnet]:
+    """A third PDS on the session devnet's PLC directory that makes accounts only with an
+    invite code (``PDS_INVITE_REQUIRED``), as many self-hosted PDSes do: a move to a PDS of
+    one's own. ``invite_code(net)`` makes a code with its admin password."""
+    net = Devnet(hosts={TEST_SERVICE_HOST: "127.0.0.1"}, extra_ca_pem=Path(test_ca.ca_pem),
+                 plc_url=devnet.plc_url, env={"PDS_INVITE_REQUIRED": "true"})
+    net.start()
+    try:
+        yield net
+    finally:
+        net.resume()
+        net.stop()
+
+
+def invite_code(net: Devnet, uses: int = 1) -> str:
+    """A new invite code of `net`'s PDS (``com.atproto.server.createInviteCode``, admin auth)."""
+    import base64
+    import json
+    import urllib.request
+    auth = base64.b64encode(f"admin:{net.admin_password}".encode()).decode()
+    req = urllib.request.Request(f"{net.pds_url}/xrpc/com.atproto.server.createInviteCode",
+                                 data=json.dumps({"useCount": uses}).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Basic {auth}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())["code"]

@@ -191,6 +191,41 @@ async def test_refusals_change_nothing(app, client, devnet, devnet_b, people):
     assert (await api.join(did, people("erin")["did"])).status == 201  # still writable
 
 
+async def unchanged_on_a(api: Api, devnet: Any, did: str, people: Any) -> None:
+    assert (await api.get(f"/api/v1/communities/{did}/move")).json()["state"] == "none"
+    assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet.pds_url
+    assert (await api.join(did, people("erin")["did"])).status == 201  # still writable, on A
+
+
+async def test_a_pds_that_refuses_the_account_changes_nothing(app, client, devnet, devnet_b, people):
+    """The new PDS says no when the account is made (the first step, before the answer): here
+    its handle is taken there. The answer says why; the community stays on A, writable."""
+    api, did, alice, _, _ = await populated(app, client, people)
+    handle = (await api.get(f"/api/v1/communities/{did}")).json()["community"]["handle"]
+    devnet_b.create_account(handle)
+    taken = await move(api, devnet, did, alice, devnet_b.pds_url)
+    assert 400 <= taken.status < 500 and "handle" in taken.json()["message"].lower(), taken.text
+    await unchanged_on_a(api, devnet, did, people)
+
+
+async def test_a_move_to_a_pds_that_asks_for_an_invite_code(app, client, devnet, devnet_invites, people):
+    """A PDS of one's own that makes accounts only with an invite code: without one the move
+    is refused and nothing changes; with the owner's code (`inviteCode`) it moves."""
+    from commonroom_testing.devnet import invite_code
+    api, did, alice, _, rkeys = await populated(app, client, people)
+    refused = await move(api, devnet, did, alice, devnet_invites.pds_url)
+    assert 400 <= refused.status < 500 and "invite" in refused.json()["message"].lower(), refused.text
+    await unchanged_on_a(api, devnet, did, people)
+    wrong = await move(api, devnet, did, alice, devnet_invites.pds_url, inviteCode="not-a-code")
+    assert 400 <= wrong.status < 500 and "invite" in wrong.json()["message"].lower(), wrong.text
+    started = await move(api, devnet, did, alice, devnet_invites.pds_url, inviteCode=invite_code(devnet_invites))
+    assert started.status in (200, 202), started.text
+    await wait_moved(api, did)
+    assert plc_data(devnet, did)["services"]["atproto_pds"]["endpoint"] == devnet_invites.pds_url
+    status, records = await list_records(devnet_invites.pds_url, did, COLLECTION)
+    assert status == 200 and sorted(r["uri"].rsplit("/", 1)[1] for r in records) == sorted(rkeys)
+
+
 async def test_writes_are_refused_with_503_while_the_community_moves(app, client, devnet, devnet_b, people):
     api, did, alice, (bob, carol), _ = await populated(app, client, people)
     from daemon.plugin.atproto import begin_move_tx
