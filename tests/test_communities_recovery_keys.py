@@ -135,3 +135,74 @@ async def test_the_web_form_shows_the_made_key_once_on_the_creations_answer(app,
                                                       "recoveryKey": "did:key:oops"}))
     assert resp.status == 400
     assert '<a href="#recoveryKey">' in resp.text and 'value="did:key:oops"' in resp.text
+
+
+def emailed_token(devnet: Any, did: str) -> str:
+    """The token the PDS e-mailed for a PLC operation. The devnet has no mail server: the test
+    reads it where the PDS keeps it until used (its account database), as the operator would
+    read the mail sent to the account's address."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{devnet.data_dir / 'pds' / 'account.sqlite'}?mode=ro", uri=True)
+    try:
+        row = con.execute("SELECT token FROM email_token WHERE did = ? AND purpose = 'plc_operation'",
+                          (did,)).fetchone()
+    finally:
+        con.close()
+    assert row is not None, "the PDS sent no token"
+    return row[0]
+
+
+async def test_a_community_made_before_recovery_keys_gets_one_through_its_pds_and_can_move(
+        app, client, devnet, people, capsys):
+    """A community whose DID lists only its PDS's rotation key (as every community made before
+    0.2.0): the operator asks the PDS for its e-mailed token, then gives it; the DID then lists
+    a recovery key made for the owner (printed once) first and the service's key second, and the
+    owner's key alone controls it. Run again, it refuses to replace the owner's key."""
+    import argparse
+
+    api = await Api.make(app, client)
+    alice = people("alice")
+    made = (await api.post("/api/v1/communities", {"creatorDid": alice["did"], "displayName": "Old timers"})).json()
+    did, key = made["community"]["did"], RotationKey.from_hex(made["recoveryKey"]["privateKeyHex"])
+    # back to how communities were made before recovery keys: only the PDS's key, none held here
+    data = plc_get(devnet, f"{did}/data")
+    pds_key = data["rotationKeys"][-1]
+    last = plc_get(devnet, f"{did}/log/last")
+    assert plc_post(devnet, did, sign_operation(next_operation(data, operation_cid(last), rotationKeys=[pds_key]),
+                                                key)) == 200
+    async with app.db.transaction("test.old") as tx:
+        await tx.execute("UPDATE community_accounts SET rotation_key_sealed = NULL WHERE did = ?", (did,))
+
+    commands: dict[str, Any] = {}
+    for result in app.pm.hook.cr_cli_commands():
+        commands.update(result or {})
+    _, add_arguments, run = commands["communities"]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert await run(app, parser.parse_args(["recovery-key", did])) == 1   # no token: the PDS must sign
+    assert "token" in capsys.readouterr().err
+    assert plc_get(devnet, f"{did}/data")["rotationKeys"] == [pds_key]
+    assert await run(app, parser.parse_args(["recovery-key", did, "--token", "WRONG-TOKEN"])) == 1
+    assert "did not sign" in capsys.readouterr().err
+    assert await run(app, parser.parse_args(["recovery-key", did, "--request"])) == 0
+    assert "e-mailed a token" in capsys.readouterr().out
+    token = emailed_token(devnet, did)
+    assert await run(app, parser.parse_args(["recovery-key", did, "--token", token, "--json"])) == 0
+    answer = json.loads(capsys.readouterr().out)
+    owner = RotationKey.from_hex(answer["privateKeyHex"])
+    keys = plc_get(devnet, f"{did}/data")["rotationKeys"]
+    assert keys[0] == owner.did_key == answer["recoveryKey"] and keys[-1] == pds_key and len(keys) == 3
+    from daemon.plugin.atproto import service_key_listed
+    assert await service_key_listed(app, did)  # the service can sign a move again
+    dump = "\n".join(str(tuple(r)) for r in await app.db.fetchall("SELECT * FROM community_accounts"))
+    assert answer["privateKeyHex"] not in dump  # the owner's half is not kept
+
+    # the owner's key alone repoints the identity (no service, no PDS)
+    data = plc_get(devnet, f"{did}/data")
+    moved = next_operation(data, operation_cid(plc_get(devnet, f"{did}/log/last")),
+                           services={"atproto_pds": {"type": "AtprotoPersonalDataServer",
+                                                     "endpoint": "https://pds.owner.example"}})
+    assert plc_post(devnet, did, sign_operation(moved, owner)) == 200
+    # and the service never replaces the owner's key
+    assert await run(app, parser.parse_args(["recovery-key", did, "--did-key", RotationKey.generate().did_key])) == 1
+    assert "never replaces" in capsys.readouterr().err

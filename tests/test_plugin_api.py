@@ -52,7 +52,7 @@ PUBLIC_NAMES: dict[str, list[str]] = {
         "fetch_handle_domain", "forget_account", "Interest", "SyncEvent", "RecordOp",
         "record_account_status_tx", "RotationKey", "require_did_key", "plc_data", "begin_move_tx",
         "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled", "moving_error",
-        "MOVE_STEPS", "service_key_listed", "require_pds_url"],
+        "MOVE_STEPS", "service_key_listed", "require_pds_url", "add_recovery_key", "request_plc_token"],
     "daemon.plugin.events": [
         "EVENT_TYPES", "Event", "AppSet", "Audience", "decide_audience", "event_data_for", "Outbox"],
     "daemon.plugin.storage": [

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.atproto.identity import resolve_identity
 from daemon.atproto.pds import PdsError, RepoClient, check_service_url, xrpc
-from daemon.atproto.plc import RotationKey, add_rotation_key
+from daemon.atproto.plc import (RotationKey, add_rotation_key, next_operation, plc_data, plc_last_cid,
+                                sign_operation, submit_operation)
 from daemon.atproto.syntax import is_did, is_handle, normalize_handle, require_did, require_handle
 from daemon.base import KeyedLocks
 from daemon.base import ApiError
@@ -255,6 +256,68 @@ async def service_rotation_key(app: Application, did: str) -> RotationKey | None
     if row is None or not row["rotation_key_sealed"]:
         return None
     return RotationKey.from_hex(app.secrets.open(row["rotation_key_sealed"], _rotation_ctx(did)))
+
+
+async def request_plc_token(app: Application, did: str) -> str:
+    """Ask the community's PDS to e-mail the token it signs a PLC operation with
+    (``com.atproto.identity.requestPlcOperationSignature``); the address it goes to."""
+    account = await account_row(app.db, did)
+    if account is None or account["origin"] != "provisioned":
+        raise ApiError(404, "account_not_found", f"This service provisioned no account {did}.")
+    await xrpc(app, "POST", account["pds_url"], "com.atproto.identity.requestPlcOperationSignature",
+               auth=await _access_token(app, did))
+    return app.config.atproto.provision_email_template.format(handle=account["handle"])
+
+
+async def add_recovery_key(app: Application, did: str, recovery_key: str, *, token: str | None = None) -> list[str]:
+    """Give a community account made before recovery keys (its DID lists only its PDS's
+    rotation key) the owner's `recovery_key` first and a key of this service's second, so the
+    owner controls the identity and the service can sign a move. Signed by the service's own
+    key when the DID lists it; otherwise by the PDS, which wants the `token` it e-mails to the
+    account's address (`request_plc_token`). A key already there that is neither the PDS's nor
+    the service's is the owner's: it is never replaced (409 ``recovery_key_present``).
+    Returns the DID's rotation keys afterwards."""
+    account = await account_row(app.db, did)
+    if account is None or account["origin"] != "provisioned":
+        raise ApiError(404, "account_not_found", f"This service provisioned no account {did}.")
+    data = await plc_data(app, did)
+    keys: list[str] = list(data.get("rotationKeys") or [])
+    auth = await _access_token(app, did)
+    recommended = await xrpc(app, "GET", account["pds_url"], "com.atproto.identity.getRecommendedDidCredentials",
+                             auth=auth)
+    pds_keys = set(recommended.get("rotationKeys") or [])
+    service = await service_rotation_key(app, did)
+    owners = [k for k in keys if k not in pds_keys and (service is None or k != service.did_key)]
+    if owners:
+        raise ApiError(409, "recovery_key_present",
+                       f"The identity of {did} already lists a recovery key ({owners[0]}): this service never "
+                       "replaces its owner's key; the owner can, with that key.")
+    if service is None:
+        service = RotationKey.generate()
+        async with app.db.transaction("accounts.rotation_key") as tx:
+            await tx.execute("UPDATE community_accounts SET rotation_key_sealed = ? WHERE did = ?",
+                             (app.secrets.seal(service.hex, _rotation_ctx(did)), did))
+    wanted = [recovery_key, service.did_key] + [k for k in keys if k not in (recovery_key, service.did_key)]
+    if service.did_key in keys:
+        op = next_operation(data, await plc_last_cid(app, did), rotationKeys=wanted[:5])
+        await submit_operation(app, did, sign_operation(op, service))
+    else:
+        if not token:
+            raise ApiError(400, "plc_token_required",
+                           f"Only the PDS can sign this change, with the token it e-mails to the account's "
+                           f"address ({app.config.atproto.provision_email_template.format(handle=account['handle'])}"
+                           "): ask for it first, then give it.")
+        try:
+            signed = await xrpc(app, "POST", account["pds_url"], "com.atproto.identity.signPlcOperation",
+                                json={"token": token.strip(), "rotationKeys": wanted[:5]}, auth=auth)
+            await xrpc(app, "POST", account["pds_url"], "com.atproto.identity.submitPlcOperation",
+                       json={"operation": signed.get("operation")}, auth=auth)
+        except PdsError as exc:
+            if exc.transient:
+                raise
+            raise ApiError(400, "plc_refused", f"The PDS did not sign the change: {exc.message}") from None
+    log.info("added a recovery key (and this service's rotation key) to %s", did)
+    return list((await plc_data(app, did)).get("rotationKeys") or [])
 
 
 async def _after_failed_create(app: Application, pds_url: str, handle: str, password: str,

@@ -10,8 +10,9 @@ as `daemon.plugin`'s are.
 
 from __future__ import annotations
 
-from daemon.atproto.accounts import (bring_own_account, community_repo, CommunityAccount, delete_account_tx,
-                                     fetch_handle_domain, forget_account, provision_account)
+from daemon.atproto.accounts import (add_recovery_key, bring_own_account, community_repo, CommunityAccount,
+                                     delete_account_tx, fetch_handle_domain, forget_account, provision_account,
+                                     request_plc_token)
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
 from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, require_pds_url, resume_move,
@@ -35,5 +36,5 @@ __all__ = [
     "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
     "RecordOp", "record_account_status_tx", "RotationKey", "require_did_key", "plc_data",
     "begin_move_tx", "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled",
-    "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url",
+    "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url", "add_recovery_key", "request_plc_token",
 ]

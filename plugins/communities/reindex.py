@@ -122,10 +122,21 @@ def cli_commands() -> dict[str, Any]:
         moving.add_argument("--to", dest="to_pds", help="the new PDS's address (https://…); not needed to resume")
         moving.add_argument("--invite-code", help="an invite code, when the new PDS asks for one")
         add_json_flag(moving)
+        keying = actions.add_parser(
+            "recovery-key", help="give a community made before recovery keys a recovery key (first) and this "
+                                 "service's rotation key (second); its PDS signs with an e-mailed token")
+        keying.add_argument("did", help="the community's DID")
+        keying.add_argument("--request", action="store_true",
+                            help="ask the PDS to e-mail the token to the account's address, then stop")
+        keying.add_argument("--token", help="the token the PDS e-mailed")
+        keying.add_argument("--did-key", help="the owner's key (did:key:…); without it one is made and printed once")
+        add_json_flag(keying)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
         if args.action == "move":
             return await move_command(app, args)
+        if args.action == "recovery-key":
+            return await recovery_key_command(app, args)
         query = store.fts_query(args.query) if args.query else None
         if args.query and query is None:
             return fail("--query needs a word to search for", 2)
@@ -161,6 +172,34 @@ def cli_commands() -> dict[str, Any]:
             print(json.dumps({"did": args.did, "pdsUrl": done["pds_url"], "state": "moved"}))
         else:
             print(f"moved {args.did} to {done['pds_url']}")
+        return 0
+
+    async def recovery_key_command(app: "Application", args: argparse.Namespace) -> int:
+        import json
+
+        from daemon.plugin import ApiError
+        from daemon.plugin.atproto import RotationKey, add_recovery_key, request_plc_token, require_did_key
+        if await store.get_community(app.db, args.did) is None:
+            return fail(f"communities recovery-key: no community {args.did} here")
+        try:
+            if args.request:
+                address = await request_plc_token(app, args.did)
+                print(f"the PDS e-mailed a token to {address}; run again with --token TOKEN")
+                return 0
+            made = None if args.did_key else RotationKey.generate()
+            did_key = require_did_key(args.did_key, "--did-key") if args.did_key else made.did_key  # type: ignore[union-attr]
+            keys = await add_recovery_key(app, args.did, did_key, token=args.token)
+        except ApiError as exc:
+            return fail(f"communities recovery-key: {exc.message}")
+        if args.json:
+            print(json.dumps({"did": args.did, "rotationKeys": keys, "recoveryKey": did_key,
+                              **({"privateKeyHex": made.hex} if made else {})}))
+            return 0
+        print(f"{args.did}: its identity's rotation keys are now {', '.join(keys)}")
+        if made is not None:
+            print("The recovery key's private half, shown this once (neither stored nor logged): give it to the "
+                  "community's owner to keep offline; with it they control the identity without this service:")
+            print(made.hex)
         return 0
 
     return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),
