@@ -33,6 +33,7 @@ class HomePage(PageHandler):
                                                   after_id=int(cursor[0]) if cursor else None)
         pending = await queries.my_requests(self.app, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
+                         notes=await self.app.home_notes(self.principal.did) if cursor is None else [],
                          notice=plain_notice(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
 
@@ -250,6 +251,9 @@ class CreatePage(PageHandler):
             if not errors:
                 errors.general.append(exc.message)
             self.show_form(errors, exc.status)
+            return
+        if "held" in result:   # waiting for an operator's approval: its state is on the home page
+            self.see_other("/?done=creation_requested")
             return
         row = await self.communities.community_row(result["did"])
         if result.get("recoveryKey"):
