@@ -1,0 +1,70 @@
+"""The console's Apps page and Overview (issue 38, item 6): an operator sees every app with
+its owner and limit, sets a limit (also above the service default) or deactivates one, each
+audited; every console form refuses a missing or wrong CSRF token and is a 404 for anyone
+but an operator; the overview shows the instance's figures."""
+
+from __future__ import annotations
+
+from html import unescape
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from commonroom_testing.communities import Api
+from commonroom_testing.http import login_as
+from plugins.instance import audit
+
+OPERATOR = "did:plc:operatorone"
+FORM = "application/x-www-form-urlencoded"
+
+pytestmark = pytest.mark.parametrize("config_overrides", [{"instance": {"operators": [OPERATOR]}}])
+
+
+def form(session: Any, csrf: str | None = None, **fields: str) -> dict[str, Any]:
+    values = {**({"_csrf": csrf if csrf is not None else session.csrf} if csrf != "" else {}), **fields}
+    return {"body": urlencode(values),
+            "headers": {"Content-Type": FORM, "Cookie": f"sid={session.sid}; csrf-token={session.csrf}"}}
+
+
+async def test_an_operator_limits_and_deactivates_any_app(app, client) -> None:
+    api = await Api.make(app, client, owner="did:plc:developerone")
+    operator = await login_as(app, OPERATOR, "op.test")
+    page = unescape((await client.get("/admin/apps", session=operator)).text)
+    assert api.app_id in page and "did:plc:developerone" in page and "(the default)" in page
+    default = app.config.rate_limits.api.requests
+
+    for csrf in ("", "wrong"):
+        refused = await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(operator, csrf=csrf))
+        assert refused.status == 403
+    someone = await login_as(app, "did:plc:developerone", "dev.test")
+    assert (await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(someone))).status == 404
+
+    bad = await client.post(f"/admin/apps/{api.app_id}/rate-limit", **form(operator, maxRequests="lots"))
+    assert bad.status == 400 and "whole numbers" in unescape(bad.text)
+    above = default * 10
+    limited = await client.post(f"/admin/apps/{api.app_id}/rate-limit",
+                                **form(operator, maxRequests=str(above), windowSeconds="60"))
+    assert limited.status == 303 and limited.headers["Location"] == "/admin/apps?done=limited"
+    row = await app.db.fetchone("SELECT * FROM apps WHERE id = ?", (api.app_id,))
+    assert row["rate_limit_requests"] == above and row["rate_limit_window_seconds"] == 60
+
+    verified = await client.post("/api/v1/apps/verify", api_key=api.key)
+    assert verified.status == 200
+    gone = await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(operator))
+    assert gone.status == 303
+    assert (await client.post("/api/v1/apps/verify", api_key=api.key)).status == 401
+    sentences = [e["sentence"] for e in await audit.entries(app.db)]
+    assert sentences == [f"{OPERATOR} deactivated the app {api.app_id}.",
+                         f"{OPERATOR} set the rate limit of the app {api.app_id}."]
+    assert (await audit.entries(app.db))[1]["detail"] == {"limit": f"{above} per 60 s"}
+
+
+async def test_the_overview_shows_the_instance_figures(app, client) -> None:
+    await Api.make(app, client)
+    operator = await login_as(app, OPERATOR, "op.test")
+    page = unescape((await client.get("/admin", session=operator)).text)
+    for label in ("Communities", "People in communities", "Apps", "Webhooks failing", "Reports waiting",
+                  "Creation requests waiting", "Database size", "Disk", "Replication lag"):
+        assert f"<dt>{label}</dt>" in page, label
+    assert "1 active of 1" in page and "no replication" in page
