@@ -68,3 +68,18 @@ async def test_the_overview_shows_the_instance_figures(app, client) -> None:
                   "Creation requests waiting", "Database size", "Disk", "Replication lag"):
         assert f"<dt>{label}</dt>" in page, label
     assert "1 active of 1" in page and "no replication" in page
+
+
+async def test_every_console_form_refuses_a_missing_or_wrong_csrf_token(app, client) -> None:
+    api = await Api.make(app, client)
+    operator = await login_as(app, OPERATOR, "op.test")
+    forms = ["/admin/requests/1/approve", "/admin/requests/1/decline", "/admin/reports/decide",
+             f"/admin/apps/{api.app_id}/deactivate", f"/admin/apps/{api.app_id}/rate-limit"]
+    for path in forms:
+        for csrf in ("", "wrong"):
+            resp = await client.post(path, **form(operator, csrf=csrf, reason="r", decision="dismiss",
+                                                  community="did:plc:x", maxRequests="5"))
+            assert resp.status == 403 and "security token" in unescape(resp.text), (path, csrf)
+    row = await app.db.fetchone("SELECT * FROM apps WHERE id = ?", (api.app_id,))
+    assert row["active"] and row["rate_limit_requests"] is None
+    assert await audit.entries(app.db) == []
