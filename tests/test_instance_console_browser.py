@@ -58,8 +58,11 @@ async def test_an_operator_works_the_console(app, client, devnet, people, tmp_pa
                 await context.add_cookies([{"name": "sid", "value": session.sid, "url": base}])
                 return await context.new_page()
 
-            # the person's side: the request waits, on their home page
+            # the person's side: the form says a creation waits; the request waits, on their home page
             person = await as_person(ann["did"], ann["handle"])
+            await person.goto(f"{base}/new")
+            assert "operators approve each new community" in await person.content()
+            await pages.check(person, "create-under-approval")
             await person.goto(f"{base}/")
             assert "is waiting for the instance" in await person.content()
             await pages.check(person, "home-request-waiting")

@@ -84,7 +84,8 @@ async def test_a_request_from_the_form_is_declined_with_a_reason_the_person_read
     bob = people("bob")
     person = await login_as(app, bob["did"], bob["handle"])
     page = await client.get("/new", session=person)
-    assert page.status == 200   # under approval the form is there
+    assert page.status == 200   # under approval the form is there, and says what happens to it
+    assert "operators approve each new community" in unescape(page.text)
     sent = await client.post("/new", **form(person, displayName="Spam palace", description="", type="open",
                                             account="new"))
     assert sent.status == 303 and sent.headers["Location"] == "/?done=creation_requested"

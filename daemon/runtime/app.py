@@ -322,10 +322,10 @@ class Application(tornado.web.Application):
             return dict(answer)
         return None
 
-    async def home_notes(self, person_did: str) -> list[dict[str, Any]]:
-        """Every plugin's `cr_home_notes` for a signed-in person, in plugin order."""
+    async def page_notes(self, page: str, person_did: str) -> list[dict[str, Any]]:
+        """Every plugin's `cr_page_notes` for a signed-in person on `page`, in plugin order."""
         notes: list[dict[str, Any]] = []
-        for answer in await self.call_hook(self.pm.hook.cr_home_notes, app=self, person_did=person_did):
+        for answer in await self.call_hook(self.pm.hook.cr_page_notes, app=self, page=page, person_did=person_did):
             notes.extend(answer)
         return notes
 

@@ -375,10 +375,13 @@ def cr_hold_action(app: "Application", action: str, actor_did: str | None, app_i
 
 
 @hookspec
-def cr_home_notes(app: "Application", person_did: str) -> Awaitable[list[dict[str, Any]] | None] | None:
-    """What a plugin tells a signed-in person on their home page about things of theirs it
-    holds (the ``instance`` plugin: the state of their creation requests).
+def cr_page_notes(app: "Application", page: str, person_did: str) -> Awaitable[list[dict[str, Any]] | None] | None:
+    """What a plugin tells a signed-in person on one of the site's pages: ``home`` (things of
+    theirs it holds; the ``instance`` plugin: the state of their creation requests) or
+    ``new`` (before the creation form; the ``instance`` plugin: that a creation waits for
+    approval).
 
+    :param page: ``home`` or ``new``.
     :param person_did: the signed-in person.
     :return: None or (an awaitable of) a list of ``{"text": str, "href": str | None}``: one
         short sentence each, shown in order under the page's heading.

@@ -52,9 +52,9 @@ async def cr_hold_action(app: Any, action: str, actor_did: str | None, app_id: s
 
 
 @hookimpl
-async def cr_home_notes(app: Any, person_did: str) -> list[dict[str, Any]]:
-    from plugins.instance.requests import home_notes
-    return await home_notes(app, person_did)
+async def cr_page_notes(app: Any, page: str, person_did: str) -> list[dict[str, Any]]:
+    from plugins.instance.requests import page_notes
+    return await page_notes(app, page, person_did)
 
 
 @hookimpl

@@ -3,7 +3,7 @@ form or an app, is held (`cr_hold_action`) as a request the operators approve or
 the console or on the command line. An approved request is created by the service for the
 person, who is its primary admin, with the fields they gave; the instance audit log says
 which operator decided. The person sees each request's state on their home page
-(`cr_home_notes`), never who decided.
+(`cr_page_notes`), never who decided.
 
 Approving is retried safely: the request is marked approved (and audited) first, then the
 community is created; a creation that fails leaves the request approved with the error, and
@@ -135,8 +135,20 @@ async def waiting_count(app: Application, person_did: str) -> int:
     return len([r for r in await store.waiting_of(app.db, person_did) if r["id"] != approving()])
 
 
-async def home_notes(app: Application, person_did: str) -> list[dict[str, Any]]:
-    """`cr_home_notes`: the state of the person's recent requests, in sentences."""
+async def page_notes(app: Application, page: str, person_did: str) -> list[dict[str, Any]]:
+    """`cr_page_notes`: on the creation form, that it waits for approval; on the home page,
+    the state of the person's recent requests, in sentences."""
+    config = app.config.plugin("instance")
+    if page == "new":
+        if config.creation != "approval" or config.is_operator(person_did):
+            return []
+        return [{"text": "This instance's operators approve each new community: when you send this form, your "
+                         "community waits for their approval, and is then created with you as its primary admin. "
+                         "Your home page shows where it stands. A new account is made for it (an account you already have "
+                         "cannot be brought this way), and no recovery key is shown to you afterwards: to hold one, "
+                         "paste your own below.", "href": None}]
+    if page != "home":
+        return []
     notes = []
     since = iso(app.clock.time() - SHOWN_DAYS * 86400)
     for row in await store.of_person(app.db, person_did, since=since):
