@@ -69,6 +69,10 @@ async def test_an_approved_request_is_created_for_the_person_and_audited(app, cl
     assert row["description"] == "Bread, mostly."
     status = await app.communities.membership(row["did"], ann["did"])
     assert status.is_primary and status.is_admin
+    # the app the person asked through manages it, as it would without approval
+    assert await app.communities.acts_for_admins(row["did"], api.app_id)
+    details = await api.get(f"/api/v1/communities/{row['did']}")
+    assert details.status == 200 and details.json()["community"]["displayName"] == "Bakers of Leeds"
     home = await client.get("/", session=person)
     assert "Bakers of Leeds" in unescape(home.text) and "waiting for the instance's operators" not in unescape(home.text)
     [entry] = await audit.entries(app.db)

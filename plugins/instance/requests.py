@@ -16,6 +16,7 @@ import contextvars
 from typing import Any
 
 from daemon.plugin import Actor, ApiError, Application, CommunitiesService, Row, invalid, iso
+from daemon.plugin.storage import AppsTable
 from plugins.instance import audit
 from plugins.instance import requests_store as store
 
@@ -87,10 +88,15 @@ async def approve(app: Application, request_id: int, operator_did: str, *, via: 
                                       {"request": str(request_id), "community": row["display_name"]}, via=via)
     service = app.service(CommunitiesService)
     assert service is not None  # the creation goes through the communities plugin
+    app_id = row["app_id"]
+    if app_id is not None:   # an app deactivated since does not become the creator app
+        asked_through = await AppsTable.get(app.db, app_id)
+        app_id = app_id if asked_through is not None and asked_through["active"] else None
     token = _approving.set(request_id)
     try:
         created = await service.create(
-            Actor(row["requester_did"], None, proven=True), display_name=row["display_name"],
+            # the app the person asked through becomes the creator app, as without approval
+            Actor(row["requester_did"], app_id, proven=True), display_name=row["display_name"],
             description=row["description"], type=row["type"], handle=row["handle"], identifier=None,
             app_password=None, roster_visibility=row["roster_visibility"],
             listed=None if row["listed"] is None else bool(row["listed"]), recovery_key=row["recovery_key"])
