@@ -180,3 +180,27 @@ async def test_outside_the_allowlist_the_page_says_why_before_the_form(app, clie
     assert "creation policy is 'allowlist'" in unescape(page.text)
     assert "Ask the instance's operators" in unescape(page.text)
     assert 'name="displayName"' not in unescape(page.text)
+
+
+async def test_a_creation_that_fails_on_approval_stays_approved_with_its_error(app, client, devnet, people) -> None:
+    api = await Api.make(app, client)
+    ann, taken = people("ann"), people("taken")
+    asked = await api.post("/api/v1/communities", {"creatorDid": ann["did"], "displayName": "Taken name",
+                                                   "handle": taken["handle"]})
+    assert asked.status == 202, asked.text
+    request_id = asked.json()["request"]["id"]
+    operator = await login_as(app, OPERATOR, "op.test")
+    failed = await client.post(f"/admin/requests/{request_id}/approve", **form(operator))
+    assert failed.status >= 400 and "There is a problem" in unescape(failed.text)
+    row = await app.db.fetchone("SELECT * FROM creation_requests WHERE id = ?", (int(request_id),))
+    assert row["state"] == "approved" and row["error"] and row["community_did"] is None
+    console = unescape((await client.get("/admin/requests", session=operator)).text)
+    assert "the creation failed" in console and "Retry the creation" in console
+    home = unescape((await client.get("/", session=await login_as(app, ann["did"], ann["handle"]))).text)
+    assert "“Taken name” is approved and being created" in home
+    # approving again tries again (and is audited once); the operator may still decline it
+    again = await client.post(f"/admin/requests/{request_id}/approve", **form(operator))
+    assert again.status >= 400
+    assert [e["action"] for e in await audit.entries(app.db)] == ["creation.approve"]
+    declined = await client.post(f"/admin/requests/{request_id}/decline", **form(operator, reason="Pick a handle."))
+    assert declined.status == 303
