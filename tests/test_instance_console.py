@@ -51,7 +51,9 @@ async def test_an_operator_limits_and_deactivates_any_app(app, client) -> None:
 
     verified = await client.post("/api/v1/apps/verify", api_key=api.key)
     assert verified.status == 200
-    gone = await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(operator))
+    unconfirmed = await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(operator))
+    assert unconfirmed.status == 400 and "Tick the box to confirm" in unescape(unconfirmed.text)
+    gone = await client.post(f"/admin/apps/{api.app_id}/deactivate", **form(operator, confirm="yes"))
     assert gone.status == 303
     assert (await client.post("/api/v1/apps/verify", api_key=api.key)).status == 401
     sentences = [e["sentence"] for e in await audit.entries(app.db)]

@@ -119,6 +119,10 @@ async def test_an_operator_works_the_console(app, client, devnet, people, tmp_pa
             await operator.get_by_role("button", name="Set the limit").click()
             await operator.wait_for_load_state()
             assert "5000 requests per 60 s" in await operator.content()
+            await operator.get_by_role("button", name="Deactivate").click()   # unconfirmed: refused, kept
+            await operator.wait_for_load_state()
+            assert "Tick the box to confirm" in await operator.content()
+            await operator.get_by_label("for good").check()
             await operator.get_by_role("button", name="Deactivate").click()
             await operator.wait_for_load_state()
             assert "deactivated" in await operator.content()

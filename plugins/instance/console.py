@@ -212,6 +212,9 @@ class AppAction(AppsPage):
         operator = self.principal.did
         try:
             if action == "deactivate":
+                if self.form.get("confirm") != "yes":
+                    raise ApiError(400, "invalid_request", "Tick the box to confirm: a deactivated app cannot be "
+                                                           "turned back on.")
                 await service.operator_deactivate(app_id)
                 detail: dict[str, Any] = {}
             else:
