@@ -85,3 +85,27 @@ async def test_every_console_form_refuses_a_missing_or_wrong_csrf_token(app, cli
     row = await app.db.fetchone("SELECT * FROM apps WHERE id = ?", (api.app_id,))
     assert row["active"] and row["rate_limit_requests"] is None
     assert await audit.entries(app.db) == []
+
+
+async def test_the_command_line_acts_on_apps_as_an_operator_audited(app, client, capsys) -> None:
+    import json
+    from argparse import Namespace
+    from plugins.instance.operator import _instance
+    api = await Api.make(app, client)
+    capsys.readouterr()
+    assert await _instance(app, Namespace(action="apps", json=True)) == 0
+    [listed] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert listed["appId"] == api.app_id and listed["owner"] == "did:plc:appowner"
+    assert await _instance(app, Namespace(action="app-rate-limit", app_id=api.app_id, max_requests=7,
+                                          window_seconds=10.0, operator="did:plc:nobody", json=True)) == 2
+    assert await _instance(app, Namespace(action="app-rate-limit", app_id=api.app_id, max_requests=7,
+                                          window_seconds=10.0, operator=OPERATOR, json=True)) == 0
+    assert json.loads(capsys.readouterr().out)["rateLimit"] == {"maxRequests": 7, "windowMs": 10000, "custom": True}
+    assert await _instance(app, Namespace(action="app-deactivate", app_id=api.app_id, operator=OPERATOR,
+                                          json=True)) == 0
+    assert json.loads(capsys.readouterr().out)["active"] is False
+    assert await _instance(app, Namespace(action="app-deactivate", app_id="app_nope", operator=OPERATOR,
+                                          json=True)) == 1
+    assert [e["sentence"] for e in await audit.entries(app.db)] == [
+        f"{OPERATOR} deactivated the app {api.app_id}, from the command line.",
+        f"{OPERATOR} set the rate limit of the app {api.app_id}, from the command line."]

@@ -36,6 +36,16 @@ def _add_instance(parser: argparse.ArgumentParser) -> None:
     _add_as(decline)
     from plugins.instance.community_reports import add_cli
     add_cli(actions, _add_as)
+    add_json_flag(actions.add_parser("apps", help="every app: owner, state, rate limit (as the console's Apps page)"))
+    deactivate = actions.add_parser("app-deactivate", help="deactivate any app for good: its key is refused")
+    deactivate.add_argument("app_id")
+    _add_as(deactivate)
+    limit = actions.add_parser("app-rate-limit", help="set any app's rate limit, also above the default "
+                                                      "(0 requests: back to the default)")
+    limit.add_argument("app_id")
+    limit.add_argument("max_requests", type=int)
+    limit.add_argument("window_seconds", type=float, nargs="?", default=60.0)
+    _add_as(limit)
 
 
 def _add_as(parser: argparse.ArgumentParser) -> None:
@@ -106,13 +116,56 @@ async def _decide_request(app: Any, args: argparse.Namespace) -> int:
     return print_rows([row], ("id", "state", "requesterDid", "displayName", "communityDid"), args.json)
 
 
+async def _apps(app: Any, args: argparse.Namespace) -> int:
+    from daemon.plugin.services import AppsService
+    service = app.service(AppsService)
+    if service is None:
+        return fail("the apikeys plugin is disabled: there are no apps")
+    default = service.default_limit()
+    rows = [{**service.app_json(r, default), "owner": r["owner_did"]} for r in await service.all_apps()]
+    if args.json:
+        return print_rows(rows, (), True)
+    return print_rows([{"appId": r["appId"], "name": r["name"], "owner": r["owner"], "active": r["active"],
+                        "rateLimit": f"{r['rateLimit']['maxRequests']}/{r['rateLimit']['windowMs'] / 1000:g}s"
+                        + ("" if r["rateLimit"]["custom"] else " (default)")} for r in rows],
+                      ("appId", "name", "owner", "active", "rateLimit"), False)
+
+
+async def _app_action(app: Any, args: argparse.Namespace) -> int:
+    from daemon.plugin.services import AppsService
+    operator = operator_of(app, args)
+    if operator is None:
+        return 2
+    service = app.service(AppsService)
+    if service is None:
+        return fail("the apikeys plugin is disabled: there are no apps")
+    try:
+        if args.action == "app-deactivate":
+            row = await service.operator_deactivate(args.app_id)
+            action, detail = "app.deactivate", {}
+        else:
+            if args.max_requests < 0 or args.window_seconds <= 0:
+                return fail("max_requests must be >= 0 and window_seconds > 0", 2)
+            requests = args.max_requests or None
+            window = args.window_seconds if requests else None
+            row = await service.operator_rate_limit(args.app_id, requests, window)
+            action, detail = "app.rate_limit", {"limit": f"{requests} per {window:g} s" if requests else "the default"}
+    except ApiError as exc:
+        return fail(f"{exc.code}: {exc.message}")
+    async with app.db.transaction("instance.app_action") as tx:
+        await audit.record_tx(tx, app.clock.iso_now(), operator, action, args.app_id, detail, via="cli")
+    return print_rows([service.app_json(row, service.default_limit())], ("appId", "active", "rateLimit"), args.json)
+
+
 async def _instance(app: Any, args: argparse.Namespace) -> int:
     from plugins.instance.community_reports import cli_actions
     return await {"operators": _operators, "audit": _audit, "requests": _requests, "approve": _decide_request,
-                  "decline": _decide_request, **cli_actions()}[args.action](app, args)
+                  "decline": _decide_request, "apps": _apps, "app-deactivate": _app_action,
+                  "app-rate-limit": _app_action, **cli_actions()}[args.action](app, args)
 
 
 def cli_commands() -> dict[str, Any]:
     return {"instance": ("the instance's operators, audit log, creation requests and reports: instance operators | "
-                         "audit | requests | approve | decline | reports | decide", _add_instance,
+                         "audit | requests | approve | decline | reports | decide | apps | app-deactivate | app-rate-limit",
+                         _add_instance,
                          _instance)}
