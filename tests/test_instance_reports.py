@@ -107,6 +107,9 @@ async def test_reports_reach_the_inbox_and_one_decision_settles_them_all(app, cl
     mine = unescape((await client.get("/reports/communities", session=club["carol_session"])).text)
     assert "Spam central" in mine and "Dismissed: no action was taken" in mine
     assert OPERATOR not in mine and "op.test" not in mine
+    # and the reports plugin's page of one's own reports leads there
+    reports_page = (await client.get("/reports/mine", session=club["carol_session"])).text
+    assert 'href="/reports/communities"' in reports_page
     dave_mine = await client.get("/api/v1/instance/reports/mine", api_key=club["api"].key,
                                  params={"reporterDid": club["dave"]["did"]},
                                  headers=proof(devnet, club["service"], club["dave"],

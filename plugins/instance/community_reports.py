@@ -47,6 +47,7 @@ LINKS = [
     Link("community.page", "Report this community to the instance", "/c/{community[handle]}/report-community",
          when=lambda v: v.get("me") is not None),
     Link("person.home", "My reports about communities", "/reports/communities"),
+    Link("person.reports", "My reports about whole communities, to the instance's operators", "/reports/communities"),
 ]
 
 
