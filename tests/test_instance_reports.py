@@ -83,7 +83,7 @@ async def test_reports_reach_the_inbox_and_one_decision_settles_them_all(app, cl
     assert inbox.status == 200 and "Spam central" in text and "2 open reports" in text
     assert "Sells watches in every post" in text and "Illegal content" in text
     overview = unescape((await client.get("/admin", session=operator)).text)
-    assert "2 about 1 community" in overview
+    assert "2 reports about 1 community" in overview
 
     # the community's admin, or anyone else, gets the site's 404 for the inbox and its form
     alice = await login_as(app, club["alice"]["did"], club["alice"]["handle"])

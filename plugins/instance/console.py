@@ -75,9 +75,9 @@ async def overview_figures(app: Any) -> list[dict[str, Any]]:
         {"label": "Apps", "value": f"{sum(1 for a in apps if a['active']):,} active of {len(apps):,}",
          "href": "/admin/apps"},
         {"label": "Webhooks failing", "value": f"{failing:,}", "href": None, "alert": failing > 0},
-        {"label": "Reports waiting", "value": f"{reports_open:,}" + (f" about {reported:,} communit"
-                                                                      f"{'y' if reported == 1 else 'ies'}"
-                                                                      if reports_open else ""),
+        {"label": "Reports waiting", "value": f"{reports_open:,}" + (
+            f" report{'' if reports_open == 1 else 's'} about {reported:,} communit{'y' if reported == 1 else 'ies'}"
+            if reports_open else ""),
          "href": "/admin/reports", "alert": reports_open > 0},
         {"label": "Creation requests waiting", "value": f"{waiting:,}", "href": "/admin/requests",
          "alert": waiting > 0},
