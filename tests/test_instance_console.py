@@ -18,7 +18,9 @@ from plugins.instance import audit
 OPERATOR = "did:plc:operatorone"
 FORM = "application/x-www-form-urlencoded"
 
-pytestmark = pytest.mark.parametrize("config_overrides", [{"instance": {"operators": [OPERATOR]}}])
+@pytest.fixture
+def config_overrides() -> dict[str, Any]:
+    return {"instance": {"operators": [OPERATOR]}}
 
 
 def form(session: Any, csrf: str | None = None, **fields: str) -> dict[str, Any]:
@@ -109,3 +111,21 @@ async def test_the_command_line_acts_on_apps_as_an_operator_audited(app, client,
     assert [e["sentence"] for e in await audit.entries(app.db)] == [
         f"{OPERATOR} deactivated the app {api.app_id}, from the command line.",
         f"{OPERATOR} set the rate limit of the app {api.app_id}, from the command line."]
+
+
+def test_the_commands_parse_and_refuse_as_an_operator_would_expect(tmp_path) -> None:
+    from tests.test_instance_operators import cli
+    config = f"instance: {{operators: ['{OPERATOR}'], creation: approval}}\n"
+    for args in (("requests", "--json"), ("requests", "--all"), ("reports", "--json"), ("apps", "--json")):
+        done = cli(tmp_path, config, "instance", *args)
+        assert done.returncode == 0, (args, done.stderr)
+    not_operator = cli(tmp_path, config, "instance", "approve", "1", "--as", "did:plc:someone")
+    assert not_operator.returncode == 2 and "is not one of instance.operators" in not_operator.stderr
+    unknown = cli(tmp_path, config, "instance", "approve", "1", "--as", OPERATOR)
+    assert unknown.returncode == 1 and "request_not_found" in unknown.stderr
+    no_reason = cli(tmp_path, config, "instance", "decline", "1", "--as", OPERATOR)
+    assert no_reason.returncode == 2 and "--reason" in no_reason.stderr
+    nothing = cli(tmp_path, config, "instance", "decide", "did:plc:nobody", "dismiss", "--as", OPERATOR)
+    assert nothing.returncode == 1 and "no_open_reports" in nothing.stderr
+    wrong = cli(tmp_path, config, "instance", "decide", "did:plc:nobody", "ban", "--as", OPERATOR)
+    assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
