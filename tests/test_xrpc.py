@@ -289,6 +289,8 @@ async def test_every_method_answers_within_its_lexicon(app: Any, client: Any, de
     await call(as_bob, "membership.join", community=careful)
     await call(as_alice, "membership.approve", community=careful, memberDid=bob["did"])
     await call(as_alice, "admin.transfer", community=careful, newOwnerDid=bob["did"])
+    await call(as_carol, "instance.report", communityDid=c, reason="spam")   # the instance plugin's
+    await call(as_carol, "instance.myReports")
     await call(as_alice, "community.delete", community=c)
     await call(as_bob, "community.move", community=careful, pdsUrl=devnet_b.pds_url)
     for _ in range(600):  # the move finishes in the background

@@ -313,6 +313,22 @@ class Application(tornado.web.Application):
         await self.call_hook(self.pm.hook.cr_check_action, app=self, action=action, actor_did=actor_did,
                              community_did=community_did, app_id=app_id)
 
+    async def hold_action(self, action: str, actor_did: str | None, *, app_id: str | None = None,
+                          data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Ask every plugin's `cr_hold_action` whether `action` waits for approval: the
+        first plugin's answer (a dict the caller shows), or None to go ahead now."""
+        for answer in await self.call_hook(self.pm.hook.cr_hold_action, app=self, action=action,
+                                           actor_did=actor_did, app_id=app_id, data=dict(data or {})):
+            return dict(answer)
+        return None
+
+    async def page_notes(self, page: str, person_did: str) -> list[dict[str, Any]]:
+        """Every plugin's `cr_page_notes` for a signed-in person on `page`, in plugin order."""
+        notes: list[dict[str, Any]] = []
+        for answer in await self.call_hook(self.pm.hook.cr_page_notes, app=self, page=page, person_did=person_did):
+            notes.extend(answer)
+        return notes
+
     def service(self, interface: type[S]) -> S | None:
         """The service registered for `interface` (a `Protocol` such as
         `daemon.plugin.CommunitiesService`, or a plugin's own interface class), or None

@@ -190,6 +190,7 @@ SLOTS: dict[str, str] = {
     "community.settings": "a community's settings page and its section navigation (`community`)",
     "member.actions": "a member's row of actions on the members page (`community`, `member`: did, handle)",
     "person.home": "a signed-in person's home page",
+    "person.reports": "a signed-in person's own reports (the reports plugin's /reports/mine)",
 }
 
 

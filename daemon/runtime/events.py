@@ -7,7 +7,7 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from daemon.runtime.declarations import EventKind, event_data_for  # noqa: F401 (re-exported)
 from store.db import Reader, Row, Transaction, narrowed
@@ -136,15 +136,20 @@ async def decide_audience(app: "Application", tx: Transaction, community_did: st
 
 async def emit_tx(app: "Application", tx: Transaction, type: str, *, community_did: str | None,
                   data: dict[str, Any], app_id: str | None = None,
-                  actor_did: str | None = None) -> Event:
+                  actor_did: str | None = None, only_apps: Iterable[str] | None = None) -> Event:
     """Record an event in `tx` and let plugins react inside the same transaction. `type`
     must be a declared kind (`cr_event_kinds`): no app could subscribe to any other, so an
-    undeclared one is refused (ValueError naming it) rather than left in the outbox."""
+    undeclared one is refused (ValueError naming it) rather than left in the outbox.
+    `only_apps`: these apps hear of it and no other, whatever the community's audience (an
+    instance-wide event for the apps the operator trusts); None: the community decides."""
     if type not in app.event_kinds:
         raise ValueError(f"emit_tx: the event kind {type!r} is not declared by any plugin (cr_event_kinds)")
     event_id = "evt_" + secrets.token_hex(12)
     created_at = app.clock.iso_now()
-    audience = await decide_audience(app, tx, community_did, app_id, type)
+    if only_apps is not None:
+        audience = Audience(AppSet(False, frozenset(only_apps)))
+    else:
+        audience = await decide_audience(app, tx, community_did, app_id, type)
     seq = await insert_event_tx(
         tx, event_id=event_id, type=type, community_did=community_did, app_id=app_id,
         actor_did=actor_did, data_json=json.dumps(data, separators=(",", ":")), created_at=created_at,

@@ -368,6 +368,38 @@ def cr_check_action(app: "Application", action: str, actor_did: str | None, comm
     """
 
 
+@hookspec
+def cr_hold_action(app: "Application", action: str, actor_did: str | None, app_id: str | None,
+                   data: dict[str, Any]) -> Awaitable[dict[str, Any] | None] | None:
+    """Asked after `cr_check_action` let an action be: a plugin may hold it for someone's
+    approval instead of letting it happen now (the ``instance`` plugin's ``approval``
+    creation policy keeps a creation request).
+
+    Callers ask through ``app.hold_action(action, actor_did, app_id=..., data=...)``.
+    Actions asked today: ``community.create`` (`data`: the creation's fields as
+    ``CommunitiesService.create_fields`` gives them). A holder keeps what it needs of `data`
+    and answers what the caller tells the person (the API answers 202 with it; the site's
+    form goes to the home page).
+
+    :return: None to let the action happen, or (an awaitable of) a dict describing the held
+        action (``id``, ``state``, ``message``); the first such answer wins.
+    """
+
+
+@hookspec
+def cr_page_notes(app: "Application", page: str, person_did: str) -> Awaitable[list[dict[str, Any]] | None] | None:
+    """What a plugin tells a signed-in person on one of the site's pages: ``home`` (things of
+    theirs it holds; the ``instance`` plugin: the state of their creation requests) or
+    ``new`` (before the creation form; the ``instance`` plugin: that a creation waits for
+    approval).
+
+    :param page: ``home`` or ``new``.
+    :param person_did: the signed-in person.
+    :return: None or (an awaitable of) a list of ``{"text": str, "href": str | None}``: one
+        short sentence each, shown in order under the page's heading.
+    """
+
+
 # ------------------------------------------------------------------ domain events
 
 

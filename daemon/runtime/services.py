@@ -239,6 +239,9 @@ class CommunitiesService(Protocol):
     async def browser_leave(self, row: "Row", principal: "Principal") -> dict[str, Any]: ...
     async def set_image(self, row: "Row", actor: "Actor", kind: str, data: bytes) -> None: ...
     async def profile_banner(self, user_did: str) -> bytes: """The user's own profile banner."""
+    async def instance_counts(self) -> dict[str, int]:
+        """The instance's figures for its operators: ``communities`` (in the index) and
+        ``people`` (distinct members of any community)."""
 
 
 class RecordsService(Protocol):
@@ -272,6 +275,10 @@ class AppsService(Protocol):
     async def deactivate(self, owner_did: str, app_id: str) -> "Row": ...
     async def set_rate_limit(self, owner_did: str, app_id: str, requests: int | None,
                              window: float | None) -> Any: ...
+    async def all_apps(self) -> list["Row"]: """Every app, whoever owns it (operators)."""
+    async def operator_deactivate(self, app_id: str) -> "Row": """Deactivate any app (operators)."""
+    async def operator_rate_limit(self, app_id: str, requests: int | None, window: float | None) -> "Row":
+        """Set any app's rate limit, also above the default; None: the default (operators)."""
 
 
 class WebhooksService(Protocol):
@@ -287,6 +294,9 @@ class WebhooksService(Protocol):
     async def owned(self, app_id: str, webhook_id: str) -> "Row": ...
     async def list_webhooks(self, app_id: str, limit: int, after: Any) -> list["Row"]: ...
     async def delivery_counts(self, webhook_id: str) -> dict[str, int]: ...
+    async def failing_count(self) -> int:
+        """Every app's webhooks that are failing: disabled by the service after sustained
+        failure, or with deliveries given up in a row (the operators' overview)."""
     async def list_deliveries(self, app_id: str, webhook_id: str, limit: int, before: Any,
                               status: str | None) -> list["Row"]: ...
     async def create(self, app_id: str, **fields: Any) -> tuple["Row", str]: ...

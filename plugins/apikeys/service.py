@@ -149,6 +149,34 @@ class Apps:
                                            rate_limit_requests=requests, rate_limit_window_seconds=window)
             return await AppsTable.get(tx, app_id)
 
+    # ---------------------------------------------------------------- the operator's
+
+    async def all_apps(self) -> list[Row]:
+        """Every app, whoever owns it, oldest first (the operators' console and CLI)."""
+        return await AppsTable.all(self.app.db)
+
+    async def operator_deactivate(self, app_id: str) -> Row:
+        """Deactivate any app (an operator): its key is refused from now on."""
+        async with self.app.db.transaction("apps.operator_deactivate") as tx:
+            if await AppsTable.get(tx, app_id) is None:
+                raise ApiError(404, "app_not_found", f"No app {app_id[:100]}.")
+            await AppsTable.deactivate_tx(tx, app_id, self.app.clock.iso_now())
+            return await AppsTable.get(tx, app_id)
+
+    async def operator_rate_limit(self, app_id: str, requests: int | None, window: float | None) -> Row:
+        """Set any app's limit, also above the default (an operator); None: the default."""
+        if requests is not None and (requests < 1 or window is None or window <= 0):
+            raise ApiError(400, "invalid_request", "The limit needs at least 1 request in a window of more "
+                                                   "than 0 seconds.")
+        if requests is None:
+            window = None
+        async with self.app.db.transaction("apps.operator_rate_limit") as tx:
+            if await AppsTable.get(tx, app_id) is None:
+                raise ApiError(404, "app_not_found", f"No app {app_id[:100]}.")
+            await AppsTable.update_tx(tx, app_id, self.app.clock.iso_now(), rate_limit_requests=requests,
+                                      rate_limit_window_seconds=window)
+            return await AppsTable.get(tx, app_id)
+
 
 def apps_of(app: "Application") -> Apps:
     """This plugin's own service object (its private parts included)."""

@@ -66,13 +66,18 @@ class CommunitiesHandler(ApiBase):
 
     @operation("Create a community (a new account on the PDS, or an adopted one)",
                body=obj({"creatorDid": DID, **S.CREATE_FIELDS}, ["creatorDid", "displayName"]),
-               responses={201: S.CREATED}, errors={409: "The handle or account is taken", 502: ""})
+               responses={201: S.CREATED, 202: obj({"request": obj({"id": STRING, "state": STRING,
+                                                                    "message": STRING})}, ["request"])},
+               errors={403: "creation_not_allowed", 409: "The handle or account is taken", 502: ""})
     async def post(self) -> None:
         body = self.json_body()
         creator = require_did(body.get("creatorDid"), "creatorDid")
         actor = await self.acting(creator)
         fields = await communities_of(self.app).create_fields(body)
         result = await lifecycle.create(self.app, actor, **fields)
+        if "held" in result:   # waiting for an operator's approval (cr_hold_action)
+            self.send_json({"request": result["held"]}, 202)
+            return
         answer = await common.created(self, result["did"], creator)
         if "recoveryKey" in result:
             answer["recoveryKey"] = result["recoveryKey"]

@@ -43,7 +43,8 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
                  app_password: str | None, roster_visibility: str | None = None,
                  listed: bool | None = None, recovery_key: str | None = None) -> dict[str, Any]:
     """Provision (or bring) the account, write profile, admins and the creator's proof,
-    then index it. A failure after the account exists leaves an invisible 'creating'
+    then index it; or, when a plugin holds the creation for approval (`cr_hold_action`),
+    make nothing and answer ``{"held": <the holder's answer>}``. A failure after the account exists leaves an invisible 'creating'
     row; the same request again finishes the job.
 
     A provisioned account's DID gets `recovery_key` (a did:key the creator holds) as its
@@ -56,6 +57,13 @@ async def create(app: "Application", actor: Actor, *, display_name: str, descrip
     await require_person(app, actor.did, "creatorDid")
     # an instance-wide policy (cr_check_action) may refuse before any account is made
     await app.check_action("community.create", actor.did, app_id=actor.app_id)
+    # ... or hold it for approval (cr_hold_action): nothing is made, the caller answers 202
+    held = await app.hold_action("community.create", actor.did, app_id=actor.app_id, data={
+        "display_name": display_name, "description": description, "type": type, "handle": handle,
+        "identifier": identifier, "roster_visibility": roster_visibility, "listed": listed,
+        "recovery_key": recovery_key})
+    if held is not None:
+        return {"held": held}
     if identifier is not None:
         if not cfg.allow_bring_own:
             raise ApiError(403, "bring_own_disabled", "This service does not accept existing accounts.")

@@ -416,6 +416,9 @@ class Communities:
     async def profile_banner(self, user_did: str) -> bytes:
         return await uploads.profile_banner(self.app, user_did)
 
+    async def instance_counts(self) -> dict[str, int]:
+        return await store.instance_counts(self.app.db)
+
 
 def communities_of(app: "Application") -> Communities:
     """This plugin's own service object."""

@@ -745,5 +745,12 @@ async def set_handle_tx(tx: Transaction, did: str, handle: str, now: str) -> Non
                      (handle, now, did, handle))
 
 
+async def instance_counts(db: Reader) -> dict[str, int]:
+    """Communities in the index (finished creating) and the distinct people who are members of any."""
+    communities = await db.fetchval("SELECT count(*) FROM communities WHERE state = 'active'")
+    people = await db.fetchval("SELECT count(DISTINCT member_did) FROM members")
+    return {"communities": int(communities), "people": int(people)}
+
+
 async def active_community_dids_tx(tx: Transaction) -> list[str]:
     return [r["did"] for r in await tx.fetchall("SELECT did FROM communities WHERE state = 'active'")]

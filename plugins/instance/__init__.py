@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.plugin import WebFolders, declared, hookimpl
+from plugins.instance.community_reports import EVENT_KINDS, LINKS
 from plugins.instance.settings import InstanceConfig
 
 HERE = Path(__file__).parent
@@ -16,12 +17,16 @@ HERE = Path(__file__).parent
 cr_config_section = declared(("instance", InstanceConfig))
 cr_migrations = declared(("instance", HERE / "migrations"))
 cr_web_folders = declared(WebFolders(templates=str(HERE / "templates")))
+cr_event_kinds = declared(EVENT_KINDS)
+cr_web_links = declared(LINKS)
+cr_lexicons = declared(HERE / "lexicons")   # the report route's method id: community.commonroom.instance.*
 
 
 @hookimpl
 def cr_routes(app: Any) -> list[tuple]:
-    from plugins.instance import pages
-    return pages.routes()
+    from plugins.instance import console, pages, reports_api
+    # the console's own pages before pages.routes(), whose last route answers every other /admin path
+    return reports_api.routes() + console.routes() + pages.routes()
 
 
 @hookimpl
@@ -35,6 +40,21 @@ async def cr_check_action(app: Any, action: str, actor_did: str | None, communit
                           app_id: str | None) -> None:
     from plugins.instance.policy import check_action
     await check_action(app, action, actor_did, community_did, app_id)
+
+
+@hookimpl
+async def cr_hold_action(app: Any, action: str, actor_did: str | None, app_id: str | None,
+                         data: dict[str, Any]) -> dict[str, Any] | None:
+    if action != "community.create":
+        return None
+    from plugins.instance.requests import hold
+    return await hold(app, actor_did, app_id, data)
+
+
+@hookimpl
+async def cr_page_notes(app: Any, page: str, person_did: str) -> list[dict[str, Any]]:
+    from plugins.instance.requests import page_notes
+    return await page_notes(app, page, person_did)
 
 
 @hookimpl

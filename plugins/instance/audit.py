@@ -23,7 +23,10 @@ VERBS = {
     "creation.approve": "approved the creation request of",
     "creation.refuse": "refused the creation request of",
     "report.dismiss": "dismissed the reports about",
+    "report.suspend": "settled, by suspending it, the reports about",
+    "report.remove": "settled, by removing it from the index, the reports about",
     "app.deactivate": "deactivated the app",
+    "app.rate_limit": "set the rate limit of the app",
 }
 
 

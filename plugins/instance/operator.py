@@ -21,6 +21,45 @@ def _add_instance(parser: argparse.ArgumentParser) -> None:
     log = actions.add_parser("audit", help="the instance audit log, newest first, in sentences")
     log.add_argument("--limit", type=int, default=50)
     add_json_flag(log)
+    listing = actions.add_parser("requests", help="creation requests (instance.creation: approval): the waiting "
+                                                  "ones oldest first, or --all newest first")
+    listing.add_argument("--all", action="store_true", help="decided ones too")
+    listing.add_argument("--limit", type=int, default=100)
+    add_json_flag(listing)
+    approve = actions.add_parser("approve", help="approve a creation request: the community is created for the "
+                                                 "person (run again to retry a creation that failed)")
+    approve.add_argument("id", type=int)
+    _add_as(approve)
+    decline = actions.add_parser("decline", help="decline a creation request, with a reason the person reads")
+    decline.add_argument("id", type=int)
+    decline.add_argument("--reason", required=True)
+    _add_as(decline)
+    from plugins.instance.community_reports import add_cli
+    add_cli(actions, _add_as)
+    add_json_flag(actions.add_parser("apps", help="every app: owner, state, rate limit (as the console's Apps page)"))
+    deactivate = actions.add_parser("app-deactivate", help="deactivate any app for good: its key is refused")
+    deactivate.add_argument("app_id")
+    _add_as(deactivate)
+    limit = actions.add_parser("app-rate-limit", help="set any app's rate limit, also above the default "
+                                                      "(0 requests: back to the default)")
+    limit.add_argument("app_id")
+    limit.add_argument("max_requests", type=int)
+    limit.add_argument("window_seconds", type=float, nargs="?", default=60.0)
+    _add_as(limit)
+
+
+def _add_as(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--as", dest="operator", required=True, metavar="DID",
+                        help="the operator acting (one of instance.operators), named in the audit log")
+    add_json_flag(parser)
+
+
+def operator_of(app: Any, args: argparse.Namespace) -> str | None:
+    """The `--as` DID if it is an operator's; None after saying why not."""
+    if not app.config.plugin("instance").is_operator(args.operator):
+        fail(f"{args.operator} is not one of instance.operators", 2)
+        return None
+    return str(args.operator)
 
 
 async def _operators(app: Any, args: argparse.Namespace) -> int:
@@ -51,10 +90,82 @@ async def _audit(app: Any, args: argparse.Namespace) -> int:
     return print_rows([{"at": r["at"], "entry": r["sentence"]} for r in rows], ("at", "entry"), False)
 
 
+async def _requests(app: Any, args: argparse.Namespace) -> int:
+    from plugins.instance import requests_store
+    from plugins.instance.requests import request_json
+    if not 1 <= args.limit <= 10_000:
+        return fail("--limit must be between 1 and 10000", 2)
+    states = ("pending", "approved", "created", "declined") if args.all else requests_store.WAITING
+    rows = [request_json(r, for_operator=True)
+            for r in await requests_store.listing(app.db, states=states, limit=args.limit)]
+    return print_rows(rows, ("id", "state", "requesterDid", "displayName", "createdAt", "error"), args.json)
+
+
+async def _decide_request(app: Any, args: argparse.Namespace) -> int:
+    from plugins.instance import requests
+    operator = operator_of(app, args)
+    if operator is None:
+        return 2
+    try:
+        if args.action == "approve":
+            row = await requests.approve(app, args.id, operator, via="cli")
+        else:
+            row = await requests.decline(app, args.id, operator, args.reason, via="cli")
+    except ApiError as exc:
+        return fail(f"{exc.code}: {exc.message}")
+    return print_rows([row], ("id", "state", "requesterDid", "displayName", "communityDid"), args.json)
+
+
+async def _apps(app: Any, args: argparse.Namespace) -> int:
+    from daemon.plugin.services import AppsService
+    service = app.service(AppsService)
+    if service is None:
+        return fail("the apikeys plugin is disabled: there are no apps")
+    default = service.default_limit()
+    rows = [{**service.app_json(r, default), "owner": r["owner_did"]} for r in await service.all_apps()]
+    if args.json:
+        return print_rows(rows, (), True)
+    return print_rows([{"appId": r["appId"], "name": r["name"], "owner": r["owner"], "active": r["active"],
+                        "rateLimit": f"{r['rateLimit']['maxRequests']}/{r['rateLimit']['windowMs'] / 1000:g}s"
+                        + ("" if r["rateLimit"]["custom"] else " (default)")} for r in rows],
+                      ("appId", "name", "owner", "active", "rateLimit"), False)
+
+
+async def _app_action(app: Any, args: argparse.Namespace) -> int:
+    from daemon.plugin.services import AppsService
+    operator = operator_of(app, args)
+    if operator is None:
+        return 2
+    service = app.service(AppsService)
+    if service is None:
+        return fail("the apikeys plugin is disabled: there are no apps")
+    try:
+        if args.action == "app-deactivate":
+            row = await service.operator_deactivate(args.app_id)
+            action, detail = "app.deactivate", {}
+        else:
+            if args.max_requests < 0 or args.window_seconds <= 0:
+                return fail("max_requests must be >= 0 and window_seconds > 0", 2)
+            requests = args.max_requests or None
+            window = args.window_seconds if requests else None
+            row = await service.operator_rate_limit(args.app_id, requests, window)
+            action, detail = "app.rate_limit", {"limit": f"{requests} per {window:g} s" if requests else "the default"}
+    except ApiError as exc:
+        return fail(f"{exc.code}: {exc.message}")
+    async with app.db.transaction("instance.app_action") as tx:
+        await audit.record_tx(tx, app.clock.iso_now(), operator, action, args.app_id, detail, via="cli")
+    return print_rows([service.app_json(row, service.default_limit())], ("appId", "active", "rateLimit"), args.json)
+
+
 async def _instance(app: Any, args: argparse.Namespace) -> int:
-    return await {"operators": _operators, "audit": _audit}[args.action](app, args)
+    from plugins.instance.community_reports import cli_actions
+    return await {"operators": _operators, "audit": _audit, "requests": _requests, "approve": _decide_request,
+                  "decline": _decide_request, "apps": _apps, "app-deactivate": _app_action,
+                  "app-rate-limit": _app_action, **cli_actions()}[args.action](app, args)
 
 
 def cli_commands() -> dict[str, Any]:
-    return {"instance": ("the instance's operators and audit log: instance operators | audit", _add_instance,
+    return {"instance": ("the instance's operators, audit log, creation requests and reports: instance operators | "
+                         "audit | requests | approve | decline | reports | decide | apps | app-deactivate | app-rate-limit",
+                         _add_instance,
                          _instance)}

@@ -36,10 +36,11 @@ class ConsolePage(PageHandler):
 
 class OverviewPage(ConsolePage):
     async def get(self) -> None:
+        from plugins.instance.console import overview_figures
         entries = await audit.entries(self.app.db, limit=10)
         self.render_page("overview.html", title="Instance console", section="overview",
                          operators=self.app.config.plugin("instance").operators, entries=entries,
-                         date=shown_date)
+                         date=shown_date, figures=await overview_figures(self.app))
 
 
 class AuditPage(ConsolePage):

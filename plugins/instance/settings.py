@@ -14,12 +14,19 @@ from daemon.plugin import ConfigError, check_range, is_did
 class InstanceConfig:
     #: DIDs of the people who run this instance (the console at /admin, instance-wide actions).
     operators: tuple[str, ...] = ()
-    #: Who may create a community here: anyone signed in, only those the allowlist names, or
-    #: only operators.
-    creation: Literal["anyone", "allowlist", "operators"] = "anyone"
+    #: Who may create a community here: anyone signed in, only those the allowlist names,
+    #: anyone after an operator approves their creation request, or only operators.
+    creation: Literal["anyone", "allowlist", "approval", "operators"] = "anyone"
     #: Under `creation: allowlist`: DIDs, and handle domains as `*.example.org` (any handle
     #: under it) or `example.org` (that handle exactly). Operators may always create.
     creation_allowlist: tuple[str, ...] = ()
+    #: Communities one person may have as primary admin (creation requests waiting count
+    #: too); 0: no limit. Operators are not limited.
+    max_communities_per_person: int = 0
+    #: Apps (by app id) the operators trust with the instance's own events
+    #: (`instance.report.created`, `instance.report.decided`): their moderation tools. No
+    #: other app hears of them.
+    trusted_apps: tuple[str, ...] = ()
     #: Days an entry of the instance audit log is kept; 0 keeps them for good.
     audit_retention_days: int = 730
     #: Seconds between pruning passes of the audit log.
@@ -42,6 +49,11 @@ class InstanceConfig:
             if not (is_did(entry) or looks_like_domain):
                 raise ConfigError(f"not a DID or a handle domain: {entry!r} (e.g. did:plc:… or *.example.org)",
                                   f"instance.creation_allowlist[{i}]")
+        for i, app_id in enumerate(self.trusted_apps):
+            if not isinstance(app_id, str) or not app_id.startswith("app_") or len(app_id) > 64:
+                raise ConfigError(f"not an app id: {app_id!r} (e.g. app_0123456789abcdef)",
+                                  f"instance.trusted_apps[{i}]")
+        check_range(self.max_communities_per_person, "instance.max_communities_per_person", minimum=0)
         check_range(self.audit_retention_days, "instance.audit_retention_days", minimum=0)
         check_range(self.prune_interval_seconds, "instance.prune_interval_seconds", above=0)
 

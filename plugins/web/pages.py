@@ -33,6 +33,7 @@ class HomePage(PageHandler):
                                                   after_id=int(cursor[0]) if cursor else None)
         pending = await queries.my_requests(self.app, self.principal.did) if cursor is None else []
         self.render_page("home.html", title="Your communities", communities=pending + mine,
+                         notes=await self.app.page_notes("home", self.principal.did) if cursor is None else [],
                          notice=plain_notice(self.get_query_argument("done", "")),
                          more=f"/?{urlencode({'cursor': encode_cursor([more])})}" if more else None)
 
@@ -197,13 +198,14 @@ class CreatePage(PageHandler):
             return
         cfg = self.app.config.plugin("communities")
         values = {"type": cfg.default_type, "account": "new" if cfg.allow_provision else "existing"}
-        self.show_form(FormErrors(values=values))
+        await self.show_form(FormErrors(values=values))
 
-    def show_form(self, errors: FormErrors, status: int = 200) -> None:
+    async def show_form(self, errors: FormErrors, status: int = 200) -> None:
+        assert self.principal is not None
         cfg = self.app.config.plugin("communities")
         title = "Create a community"
         self.render_page("create.html", title=("Error: " + title) if errors else title, status=status,
-                         errors=errors, values=errors.values,
+                         errors=errors, values=errors.values, notes=await self.app.page_notes("new", self.principal.did),
                          allow_provision=cfg.allow_provision, allow_bring_own=cfg.allow_bring_own)
 
     async def submit(self) -> None:
@@ -233,7 +235,7 @@ class CreatePage(PageHandler):
             if not body["appPassword"].strip():
                 errors.add("appPassword", _CREATE_WORDS["appPassword"])
         if errors:
-            self.show_form(errors, 400)
+            await self.show_form(errors, 400)
             return
         try:
             fields = await self.communities.create_fields(body)
@@ -249,7 +251,10 @@ class CreatePage(PageHandler):
                 errors.add(_CREATE_CODES[exc.code], exc.message)
             if not errors:
                 errors.general.append(exc.message)
-            self.show_form(errors, exc.status)
+            await self.show_form(errors, exc.status)
+            return
+        if "held" in result:   # waiting for an operator's approval: its state is on the home page
+            self.see_other("/?done=creation_requested")
             return
         row = await self.communities.community_row(result["did"])
         if result.get("recoveryKey"):

@@ -18,6 +18,8 @@ NOTICES = {
     "left": "You left this community.",
     "withdrawn": "Your request to join was withdrawn.",
     "created": "Your community is ready. You are its primary admin.",
+    "creation_requested": "Your community is waiting for the instance's operators to approve it. "
+                          "Its state is shown below.",
     "profile": "The profile is saved.",
     "avatar": "The new avatar is saved.",
     "banner": "The new banner is saved.",

@@ -157,6 +157,9 @@ class Webhooks:
                             after: tuple[Any, ...] | None) -> list[Row]:
         return await store.list_webhooks(self.app.db, app_id, limit, after)
 
+    async def failing_count(self) -> int:
+        return await store.failing_count(self.app.db)
+
     async def delivery_counts(self, webhook_id: str) -> dict[str, int]:
         return {"pending": 0, "delivered": 0, "failed": 0, **await store.delivery_counts(self.app.db, webhook_id)}
 

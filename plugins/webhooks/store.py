@@ -126,3 +126,9 @@ async def all_webhooks(db: Reader, app_id: str | None) -> list[Row]:
         f"SELECT {_WEBHOOK_COLUMNS}, (SELECT COUNT(*) FROM webhook_deliveries d "
         f"WHERE d.webhook_id = w.id AND d.status = 'pending') AS pending "
         f"FROM webhooks w {where} ORDER BY w.created_at, w.id", params)
+
+
+async def failing_count(db: Reader) -> int:
+    """Webhooks failing, every app's: disabled by the service, or with deliveries given up in a row."""
+    return int(await db.fetchval(
+        "SELECT count(*) FROM webhooks WHERE disabled_reason IS NOT NULL OR failed_streak > 0"))
