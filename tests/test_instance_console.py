@@ -129,3 +129,12 @@ def test_the_commands_parse_and_refuse_as_an_operator_would_expect(tmp_path) -> 
     assert nothing.returncode == 1 and "no_open_reports" in nothing.stderr
     wrong = cli(tmp_path, config, "instance", "decide", "did:plc:nobody", "ban", "--as", OPERATOR)
     assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
+
+
+async def test_the_site_header_offers_the_console_to_operators_only(app, client) -> None:
+    operator = await login_as(app, OPERATOR, "op.test")
+    someone = await login_as(app, "did:plc:someoneelse", "someone.test")
+    for path in ("/", "/discover"):
+        assert 'href="/admin">Console</a>' in (await client.get(path, session=operator)).text
+        assert "/admin" not in (await client.get(path, session=someone)).text
+        assert "/admin" not in (await client.get(path)).text

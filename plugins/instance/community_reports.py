@@ -43,7 +43,13 @@ EVENT_KINDS = [
               label="The operators decided about a reported community", person_keys=("reporterDid",)),
 ]
 
+def _operator(values: dict[str, Any]) -> bool:
+    me = values.get("me")
+    return me is not None and values["app"].config.plugin("instance").is_operator(me["did"])
+
+
 LINKS = [
+    Link("site.nav", "Console", "/admin", when=_operator),   # operators only: /admin is a 404 for others
     Link("community.page", "Report this community to the instance", "/c/{community[handle]}/report-community",
          when=lambda v: v.get("me") is not None),
     Link("person.home", "My reports about communities", "/reports/communities"),

@@ -101,7 +101,8 @@ def render_html(handler: BaseHandler, template: str, *, title: str, status: int 
         "request_id": handler.request_id, "errors": FormErrors(), "notice": None, "urlencode": urlencode,
         "avatar": avatar, "type_names": TYPE_NAMES, "type_labels": TYPE_LABELS,
         # the links plugins add to a named place (`cr_web_links`): links("community.page", community=...)
-        "links": lambda slot, **slot_values: slot_links(handler.app, slot, {"me": me, **slot_values}),
+        "links": lambda slot, **slot_values: slot_links(handler.app, slot, {"me": me, "app": handler.app,
+                                                                            **slot_values}),
         # every {{ }} of a page: names from the network (profiles) lose their direction
         # overrides and zero-width spaces (daemon.http.base.SPOOFING_CHARS)
         "xhtml_escape": shown_escape,

@@ -30,7 +30,8 @@ def slot_links(app: Any, slot: str, values: dict[str, Any]) -> list[dict[str, st
         try:
             if link.when is not None and not link.when(values):
                 continue
-            href = link.href(values) if callable(link.href) else link.href.format_map(_escaped(values))
+            href = link.href(values) if callable(link.href) else \
+                link.href.format_map(_escaped({k: v for k, v in values.items() if k != "app"}))
         except Exception:  # noqa: BLE001
             log.exception("the link %r of slot %s failed", link.label, slot)
             continue
