@@ -313,6 +313,15 @@ class Application(tornado.web.Application):
         await self.call_hook(self.pm.hook.cr_check_action, app=self, action=action, actor_did=actor_did,
                              community_did=community_did, app_id=app_id)
 
+    async def withheld_communities(self) -> list[str]:
+        """The communities every plugin's `cr_withheld_communities` leaves out of discovery
+        and search (suspended by an operator, ...)."""
+        out: set[str] = set()
+        for answer in await self.call_hook(self.pm.hook.cr_withheld_communities, app=self):
+            if answer:
+                out.update(answer)
+        return sorted(out)
+
     def service(self, interface: type[S]) -> S | None:
         """The service registered for `interface` (a `Protocol` such as
         `daemon.plugin.CommunitiesService`, or a plugin's own interface class), or None

@@ -157,13 +157,14 @@ def fts_query(text: str) -> str | None:
 
 
 async def list_communities(db: Reader, *, query: str | None, user_did: str | None,
-                           app_id: str | None, limit: int, before_id: int | None) -> list[Row]:
+                           app_id: str | None, limit: int, before_id: int | None,
+                           withheld: list[str] | None = None) -> list[Row]:
     """Active, listed communities, newest first, that the app may see; private ones only
     where `user_did` is a member, and then only where the app may see the roster (the
     roster is public, or the app created the community or manages it: listing it would
     say that the user is a member; access.app_sees_roster). With `query`, only those
     matching it. Keyset on `id`. Unlisted ones never appear (they are reached by DID or
-    invite)."""
+    invite), nor those `withheld` (`app.withheld_communities()`: suspended...)."""
     params: list[Any] = [user_did, app_id, app_id, app_id, app_id, app_id, app_id]
     member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
     # Filtered here, not after the page is cut: a page left empty would still say so.
@@ -171,6 +172,9 @@ async def list_communities(db: Reader, *, query: str | None, user_did: str | Non
                   "OR c.creator_app_id = ? OR EXISTS (SELECT 1 FROM community_apps a WHERE a.community_did = c.did "
                   "AND a.app_id = ? AND a.manage = 1))))")
     where = ["c.state = 'active'", "c.listed = 1", _VISIBLE_SQL, private_ok]
+    if withheld:
+        where.append("c.did NOT IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(withheld))
     if before_id is not None:
         where.append("c.id < ?")
         params.append(before_id)

@@ -38,6 +38,12 @@ async def cr_check_action(app: Any, action: str, actor_did: str | None, communit
 
 
 @hookimpl
+async def cr_withheld_communities(app: Any) -> list[str]:
+    from plugins.instance.policy import withheld
+    return await withheld(app)
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     config = app.config.plugin("instance")
     # a follower's copy is pruned by its primary; 0 keeps the audit log for good
