@@ -313,6 +313,15 @@ class Application(tornado.web.Application):
         await self.call_hook(self.pm.hook.cr_check_action, app=self, action=action, actor_did=actor_did,
                              community_did=community_did, app_id=app_id)
 
+    async def community_notices(self, community_did: str, viewer_did: str | None, *,
+                                admin: bool = False) -> list[dict[str, str]]:
+        """Every plugin's `cr_community_notices` for this community and viewer, in order."""
+        out: list[dict[str, str]] = []
+        for answer in await self.call_hook(self.pm.hook.cr_community_notices, app=self,
+                                           community_did=community_did, viewer_did=viewer_did, admin=admin):
+            out.extend(answer)
+        return out
+
     async def withheld_communities(self) -> list[str]:
         """The communities every plugin's `cr_withheld_communities` leaves out of discovery
         and search (suspended by an operator, ...)."""

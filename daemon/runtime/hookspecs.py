@@ -364,6 +364,18 @@ def cr_check_action(app: "Application", action: str, actor_did: str | None, comm
 
 
 @hookspec
+def cr_community_notices(app: "Application", community_did: str, viewer_did: str | None,
+                         admin: bool) -> "Awaitable[list[dict[str, str]]] | list[dict[str, str]] | None":
+    """Notices shown at the top of a community's page and its settings (the web plugin), e.g.
+    that an operator suspended it and why. `viewer_did`: the signed-in person (None: signed
+    out); `admin`: they are one of its admins (tell them what they may do about it).
+
+    :return: ``[{"title": ..., "text": ...}]`` (plain text), an awaitable of it, or None; all
+        plugins' notices are shown, in plugin order.
+    """
+
+
+@hookspec
 def cr_withheld_communities(app: "Application") -> "Awaitable[Iterable[str]] | Iterable[str] | None":
     """Communities to leave out of discovery and search (``GET /api/v1/communities``, the
     site's /discover), e.g. while an operator suspends them; they stay reachable by DID,

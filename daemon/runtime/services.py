@@ -182,6 +182,10 @@ class CommunitiesService(Protocol):
         """The index row if the app (None: the pages) may see it (`visible`), else 404."""
     async def search(self, text: str, *, user_did: str | None, limit: int, before_id: int | None) -> list["Row"]:
         """Discover: listed communities matching `text` (all: ""), private ones only for members."""
+    async def index_listing(self, text: str, *, sort: str = "newest", limit: int = 100) -> list["Row"]:
+        """Every active community, whatever its type or listing (the instance operators'
+        view): matching `text` (words of its name or description, or its DID or handle),
+        ``newest``, ``oldest`` or by ``size`` (members) first."""
     async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
         """The user's communities, newest membership first (with ``admin_rank``, ``pending_count``)."""
     async def requests_of(self, user_did: str) -> list["Row"]: """Communities the user asked to join."""

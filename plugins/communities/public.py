@@ -242,6 +242,14 @@ class Communities:
                                             limit=limit, before_id=before_id,
                                             withheld=await self.app.withheld_communities())
 
+    async def index_listing(self, text: str, *, sort: str = "newest", limit: int = 100) -> list["Row"]:
+        if sort not in store.INDEX_ORDER:
+            raise ValueError(f"sort: one of {', '.join(store.INDEX_ORDER)}")
+        text = text.strip()
+        exact = text if text.startswith("did:") or "." in text else None
+        return await store.index_listing(self.app.db, fts=store.fts_query(text) if text else None, exact=exact,
+                                         sort=sort, limit=limit)
+
     async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
         return await store.memberships_of(self.app.db, user_did, limit=limit, after_id=after_id)
 

@@ -188,6 +188,27 @@ async def list_communities(db: Reader, *, query: str | None, user_did: str | Non
     return await db.fetchall(sql, params)
 
 
+INDEX_ORDER = {"newest": "id DESC", "oldest": "id ASC", "size": "member_count DESC, id DESC"}
+
+
+async def index_listing(db: Reader, *, fts: str | None, exact: str | None, sort: str, limit: int) -> list[Row]:
+    """Active communities of any type or listing, for the instance's operators: matching the
+    words `fts` or (`exact`) a DID or handle, in `sort` order (``INDEX_ORDER``)."""
+    where, params = ["state = 'active'"], []
+    if fts or exact:
+        either = []
+        if fts:
+            either.append("id IN (SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)")
+            params.append(fts)
+        if exact:
+            either.append("did = ? OR handle = ?")
+            params += [exact, exact.lower().lstrip("@")]
+        where.append("(" + " OR ".join(either) + ")")
+    params.append(limit)
+    return await db.fetchall(f"SELECT * FROM communities WHERE {' AND '.join(where)} "
+                             f"ORDER BY {INDEX_ORDER[sort]} LIMIT ?", params)
+
+
 async def all_communities(db: Reader, query: str | None) -> list[Row]:
     """Every community in any state, newest first, optionally matching `query` (operator
     listing: private and unlisted ones included)."""

@@ -38,6 +38,13 @@ async def cr_check_action(app: Any, action: str, actor_did: str | None, communit
 
 
 @hookimpl
+async def cr_community_notices(app: Any, community_did: str, viewer_did: str | None,
+                               admin: bool) -> list[dict[str, str]]:
+    from plugins.instance.policy import notices
+    return await notices(app, community_did, admin)
+
+
+@hookimpl
 async def cr_withheld_communities(app: Any) -> list[str]:
     from plugins.instance.policy import withheld
     return await withheld(app)

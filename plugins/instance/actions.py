@@ -15,7 +15,7 @@ from plugins.instance import audit, store
 MAX_REASON = 500
 #: Memberships one ban ends at most in one pass (a person in more runs the ban again).
 MAX_ENDED = 1000
-_DOMAIN = re.compile(r"^\*\.(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$")
+_DOMAIN = re.compile(r"^\*\.(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z][a-z0-9-]{0,62}$")
 
 
 def ban_subject(value: Any) -> tuple[str, str]:

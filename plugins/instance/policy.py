@@ -35,7 +35,7 @@ async def check_action(app: Any, action: str, actor_did: str | None, community_d
             who = "This account" if ban["kind"] == "did" else f"Accounts with a handle under {ban['subject'][2:]}"
             raise ApiError(403, "banned_on_instance",
                            f"{who} {'is' if ban['kind'] == 'did' else 'are'} banned on this instance{until}: "
-                           f"it may not {verb} here. Write to the instance's operators to appeal.",
+                           f"it may not {verb} here. To appeal, {appeal(app)}.",
                            details=[{"expiresAt": ban["expires_at"]}])
         status = await account_status(app.db, actor_did)
         if status is not None:
@@ -70,6 +70,26 @@ async def _creation(app: Any, actor_did: str | None) -> None:
     raise ApiError(403, "creation_not_allowed",
                    f"This instance's creation policy is '{config.creation}': you may not create a community here. "
                    + WHAT_TO_DO[config.creation], details=[{"policy": config.creation}])
+
+
+def appeal(app: Any) -> str:
+    contact = app.config.plugin("instance").appeal_contact
+    return f"write to the instance's operators at {contact}" if contact else "write to the instance's operators"
+
+
+async def notices(app: Any, community_did: str, admin: bool) -> list[dict[str, str]]:
+    """A suspended community's notice: the public reason to everyone; to its admins, what
+    it means for them and how to appeal."""
+    suspension = await store.suspension(app.db, community_did)
+    if suspension is None:
+        return []
+    text = (f"The operators of this instance suspended this community: {suspension['reason']}. "
+            "It is read-only and hidden from discovery and search: nobody can join or ask to join, "
+            "and nothing can be posted or changed until the suspension is lifted.")
+    if admin:
+        text += (f" As an admin: to appeal, {appeal(app)}, naming this community and saying what you changed. "
+                 "Members may still leave; nothing has been deleted.")
+    return [{"title": "Suspended by the instance's operators", "text": text}]
 
 
 async def withheld(app: Any) -> list[str]:

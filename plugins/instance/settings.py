@@ -20,6 +20,10 @@ class InstanceConfig:
     #: Under `creation: allowlist`: DIDs, and handle domains as `*.example.org` (any handle
     #: under it) or `example.org` (that handle exactly). Operators may always create.
     creation_allowlist: tuple[str, ...] = ()
+    #: Where people write to appeal an operator's decision (an email address or a URL):
+    #: shown to the admins of a suspended community and in ban refusals. Empty: the
+    #: notices say "the instance's operators" only.
+    appeal_contact: str = ""
     #: Days an entry of the instance audit log is kept; 0 keeps them for good.
     audit_retention_days: int = 730
     #: Seconds between pruning passes of the audit log.
@@ -42,6 +46,9 @@ class InstanceConfig:
             if not (is_did(entry) or looks_like_domain):
                 raise ConfigError(f"not a DID or a handle domain: {entry!r} (e.g. did:plc:… or *.example.org)",
                                   f"instance.creation_allowlist[{i}]")
+        if not isinstance(self.appeal_contact, str) or len(self.appeal_contact) > 300:
+            raise ConfigError("a string of at most 300 characters (an email address or a URL)",
+                              "instance.appeal_contact")
         check_range(self.audit_retention_days, "instance.audit_retention_days", minimum=0)
         check_range(self.prune_interval_seconds, "instance.prune_interval_seconds", above=0)
 

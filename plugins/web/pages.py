@@ -90,9 +90,10 @@ class CommunityPage(PageHandler):
         mine = await self.communities.membership(row["did"], viewer) if viewer else None
         settings_link = bool(mine and settings_sections(mine, community_path(row)))
         ban = await self.communities.ban_of(row, viewer) if viewer and not status.get("isMember") else None
+        notices = await self.app.community_notices(row["did"], viewer, admin=bool(status.get("isAdmin")))
         self.render_page(
             "community.html", title=community["displayName"], community=community, settings_link=settings_link,
-            ban=ban,
+            ban=ban, notices=notices,
             path_of=community_path(row), action=self.action(row, {**status, 'isBanned': ban is not None}),
             membership=status,
             members=members["members"] if members else None, more=more, search=search,
