@@ -222,3 +222,40 @@ async def test_removing_from_the_index_forgets_the_community_but_not_its_account
     resolved = await asyncio.to_thread(pds_call, devnet, f"com.atproto.repo.describeRepo?repo={did}")
     assert resolved["did"] == did   # the account is still on its PDS
     assert (await audit.entries(app.db))[0]["action"] == "community.remove"
+
+
+async def test_an_account_the_network_deactivated_cannot_act_until_it_is_active_again(app, client, devnet, people):
+    from daemon.plugin.atproto import account_status
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Takedown club"))["did"]
+    other = (await api.create(alice, "Second club", type="admin-approved"))["did"]
+    assert (await api.join(did, bob["did"])).status == 201
+    await live(app, people)
+    await asyncio.to_thread(pds_call, devnet, "com.atproto.server.deactivateAccount", {}, token=bob["accessJwt"])
+
+    async def recorded() -> bool:
+        return await account_status(app.db, bob["did"]) == "deactivated"
+    await eventually(recorded, "the sync records the deactivation")
+    answer = await api.join(other, bob["did"])
+    refused(answer, "account_not_active")
+    assert "deactivated" in answer.json()["message"]
+    refused(await api.post(api.path(did, "/records"), {
+        "userDid": bob["did"], "collection": "org.example.garden.note",
+        "record": {"$type": "org.example.garden.note", "text": "hi", "createdAt": "2026-11-29T00:00:00.000Z"}}),
+        "account_not_active")
+    # the member list leaves them out (and keeps them a member); the console says why
+    listed = (await api.get(api.path(did, "/members"))).json()["members"]
+    assert bob["did"] not in {m["did"] for m in listed} and (await api.check(did, bob["did"]))["isMember"]
+    operator = await login_as(app, OPERATOR, "op.test")
+    page = await client.get(f"/admin/people?q={bob['did']}", session=operator)
+    assert "The network marks the account deactivated" in page.text and "Takedown club" in page.text
+
+    session = await asyncio.to_thread(devnet.create_session, bob["did"], bob["password"])
+    await asyncio.to_thread(pds_call, devnet, "com.atproto.server.activateAccount", data=b"",
+                            token=session["accessJwt"])
+
+    async def active() -> bool:
+        return await account_status(app.db, bob["did"]) is None
+    await eventually(active, "the sync records the reactivation")
+    assert (await api.join(other, bob["did"])).status == 202
