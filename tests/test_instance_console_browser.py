@@ -69,7 +69,8 @@ async def test_an_operator_works_the_communities_and_people_pages(app, client, d
             await operator.get_by_label("Public reason").fill("Selling counterfeit medicine")
             await operator.get_by_role("button", name="Suspend Pill emporium").click()
             await operator.wait_for_load_state()
-            assert "The community is suspended." in await operator.content()
+            text = await operator.content()
+            assert "The community is suspended." in text and "Knitting circle" not in text  # the search is kept
             await pages.check(operator, "console-communities-suspended")
 
             visitor = await as_person(None)
@@ -102,7 +103,8 @@ async def test_an_operator_works_the_communities_and_people_pages(app, client, d
             text = await operator.content()
             # the primary admin of Knitting circle stays its member: the page says so
             assert "The ban is in force, but these memberships did not end" in text
-            assert "Ban again to retry" in text
+            assert "Knitting circle (The primary admin cannot" in text and "Ban again to retry" in text
+            assert "Find a person by handle or DID" in text and "Primary admin" in text   # the person is still shown
             await pages.check(operator, "console-person-not-all-ended")
             assert not (await api.check(pills["did"], bob["did"]))["isMember"]
             await operator.goto(f"{base}/admin/people?q={bob['did']}")

@@ -121,7 +121,8 @@ async def end_memberships_of(app: Any, did: str, operator_did: str, reason: str)
         except ApiError as exc:
             if exc.code == "not_member":
                 continue  # ended meanwhile
-            not_ended.append({"community": row["did"], "error": exc.code, "message": exc.message})
+            not_ended.append({"community": row["did"], "name": row["display_name"], "error": exc.code,
+                              "message": exc.message})
     return ended, not_ended
 
 

@@ -71,9 +71,9 @@ class CommunitiesPage(ConsolePage):
     async def get(self) -> None:
         await self.show()
 
-    async def show(self, error: str | None = None, status: int = 200) -> None:
-        text = (self.get_argument("q", "") or "").strip()[:200]
-        sort = self.get_argument("sort", "newest")
+    async def show(self, error: str | None = None, status: int = 200, values: dict[str, str] | None = None) -> None:
+        text = ((values or {}).get("q") or self.get_argument("q", "") or "").strip()[:200]
+        sort = (values or {}).get("sort") or self.get_argument("sort", "newest")
         sort = sort if sort in dict(SORTS) else "newest"
         rows = await self.app.communities.index_listing(text, sort=sort, limit=100)
         held = await store.suspensions(self.app.db, [r["did"] for r in rows])
@@ -108,7 +108,7 @@ class CommunityAction(CommunitiesPage):
         except ApiError as exc:
             if exc.status >= 500:
                 raise
-            await self.show(exc.message, exc.status)
+            await self.show(exc.message, exc.status, dict(self.form))
 
 
 class PeoplePage(ConsolePage):
@@ -116,7 +116,7 @@ class PeoplePage(ConsolePage):
         await self.show()
 
     async def show(self, error: str | None = None, status: int = 200, values: dict[str, str] | None = None) -> None:
-        text = (self.get_argument("q", "") or "").strip()[:300]
+        text = ((values or {}).get("q") or self.get_argument("q", "") or "").strip()[:300]
         person = await self.person(text) if text else None
         now = self.app.clock.iso_now()
         bans = [actions.ban_json(r, now) for r in await store.list_bans(self.app.db, limit=200)]
@@ -169,10 +169,9 @@ class PersonAction(PeoplePage):
                                         expires=expires or None,
                                         end_memberships=self.form.get("endMemberships") == "yes")
                 if out["notEnded"]:
-                    names = ", ".join(n["community"] for n in out["notEnded"])
+                    names = ", ".join(f"{n['name']} ({n['message']})" for n in out["notEnded"])
                     raise ApiError(409, "not_all_ended",
-                                   f"The ban is in force, but these memberships did not end: {names} "
-                                   "(a primary admin must hand the role over first; a PDS may have failed). "
+                                   f"The ban is in force, but these memberships did not end: {names}. "
                                    "Ban again to retry.")
                 return await self.done("/admin/people", "banned", **back)
             await actions.unban(self.app, operator, subject)
