@@ -69,6 +69,7 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     await console(client, operator, "/admin/people/ban", {
         "subject": mallory["did"], "reason": "spam in every community", "expires": "", "endMemberships": "yes"})
 
+    assert "1 instance ban in force" in (await client.get("/admin", session=operator)).text
     # removed from both, each removal a signed member.removed delivery
     for did in (one, two):
         assert not (await api.check(did, mallory["did"]))["isMember"]
@@ -156,6 +157,7 @@ async def test_a_suspended_community_is_hidden_read_only_and_told_then_lifting_r
     await console(client, operator, "/admin/communities/suspend", {"community": did,
                                                                    "reason": "Selling counterfeit medicine"})
     assert await discoverable() == (False, False, False)
+    assert "1 suspended community" in (await client.get("/admin", session=operator)).text
 
     refused(await api.join(did, carol["did"]), "community_suspended")
     assert "Selling counterfeit medicine" in (await api.join(did, carol["did"])).json()["message"]

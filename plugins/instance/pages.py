@@ -46,6 +46,7 @@ class OverviewPage(ConsolePage):
     async def get(self) -> None:
         entries = await audit.entries(self.app.db, limit=10)
         self.render_page("overview.html", title="Instance console", section="overview",
+                         counts=await store.counts(self.app.db, self.app.clock.iso_now()),
                          operators=self.app.config.plugin("instance").operators, entries=entries,
                          date=shown_date)
 

@@ -49,6 +49,13 @@ async def list_bans(db: Reader, *, query: str | None = None, limit: int = 500) -
     return await db.fetchall("SELECT * FROM instance_bans ORDER BY id DESC LIMIT ?", (limit,))
 
 
+async def counts(db: Reader, now: str) -> dict[str, int]:
+    """Bans in force and suspended communities, for the console's overview."""
+    bans = await db.fetchval("SELECT COUNT(*) FROM instance_bans WHERE expires_at IS NULL OR expires_at > ?", (now,))
+    suspended = await db.fetchval("SELECT COUNT(*) FROM instance_suspensions")
+    return {"bans": int(bans or 0), "suspended": int(suspended or 0)}
+
+
 async def get_ban(db: Reader, subject: str) -> Row | None:
     return await db.fetchone("SELECT * FROM instance_bans WHERE subject = ?", (subject,))
 
