@@ -55,3 +55,18 @@ def test_bans_from_the_command_line_are_listed_lifted_and_audited(tmp_path: Path
         ("person.ban", "did:plc:spammer", "cli")]
     assert entries[-1]["sentence"] == (f"{OPERATOR} banned on the instance did:plc:spammer (reason: spam), "
                                        "from the command line.")
+
+
+def test_an_expiry_is_days_a_last_day_or_a_time_in_the_future() -> None:
+    import pytest
+
+    from daemon.plugin import ApiError
+    from plugins.instance.actions import expiry
+    now = 1_800_000_000.0   # 2027-01-15T08:00:00Z
+    assert expiry(None, now) is None and expiry("", now) is None
+    assert expiry("30d", now).startswith("2027-02-14T08:00:00")
+    assert expiry("2027-01-31", now).startswith("2027-02-01T00:00:00")          # through the 31st
+    assert expiry("2027-01-20T12:00:00Z", now).startswith("2027-01-20T12:00:00")
+    for bad in ("0d", "2027-01-14", "yesterday", "2020-01-01T00:00:00Z", 30):
+        with pytest.raises(ApiError):
+            expiry(bad, now)

@@ -44,7 +44,8 @@ def reason_text(value: Any, *, required: bool) -> str:
 
 
 def expiry(value: Any, now: float) -> str | None:
-    """None (until lifted), `Nd` (days from now), or an ISO 8601 date or time in the future."""
+    """None (until lifted), `Nd` (days from now), an ISO 8601 time in the future, or a date:
+    the ban's last day (UTC)."""
     if value in (None, ""):
         return None
     if not isinstance(value, str):
@@ -62,6 +63,8 @@ def expiry(value: Any, now: float) -> str | None:
                        f"expires: a number of days (30d) or a date (2027-01-31), not {value!r}") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        when += timedelta(days=1)   # a date is the ban's last day (UTC): it ends at the next midnight
     stamp = when.timestamp()
     if stamp <= now:
         raise ApiError(400, "invalid_request", "expires: must be in the future")
