@@ -77,6 +77,8 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     delivered = sorted((r.verified["data"]["communityDid"], r.verified["data"]["memberDid"]) for r in got)
     assert all(r.verified is not None and r.verified["type"] == "member.removed" for r in got)
     assert delivered == sorted([(one, mallory["did"]), (two, mallory["did"])])
+    assert all(r.verified["data"]["byInstance"] is True and r.verified["data"]["removedBy"] == OPERATOR
+               and "spam in every community" in r.verified["data"]["reason"] for r in got)
 
     # refused everywhere: join, request, creation, report, records; an app's join too
     refused(await api.join(open_door, mallory["did"]), "banned_on_instance")
