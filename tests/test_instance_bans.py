@@ -173,6 +173,9 @@ async def test_a_suspended_community_is_hidden_read_only_and_told_then_lifting_r
     # the notice: the public reason to a visitor; to an admin also how to appeal
     visitor = (await client.get(f"/c/{handle}")).text
     assert "Selling counterfeit medicine" in visitor and "appeals@instance.test" not in visitor
+    carols = await login_as(app, carol["did"], carol["handle"])
+    page = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={carols.sid}"})).text
+    assert "not taking new members now" in page and ">Join</button>" not in page
     admin = await login_as(app, alice["did"], alice["handle"])
     theirs = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={admin.sid}"})).text
     assert "Selling counterfeit medicine" in theirs and "appeals@instance.test" in theirs
@@ -183,6 +186,8 @@ async def test_a_suspended_community_is_hidden_read_only_and_told_then_lifting_r
 
     await console(client, operator, "/admin/communities/lift", {"community": did})
     assert await discoverable() == (True, True, True)
+    page = (await client.get(f"/c/{handle}", headers={"Cookie": f"sid={carols.sid}"})).text
+    assert "not taking new members now" not in page and ">Join</button>" in page
     assert (await api.join(did, carol["did"])).status == 201
     assert "Selling counterfeit medicine" not in (await client.get(f"/c/{handle}")).text
 

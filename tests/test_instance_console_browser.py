@@ -77,6 +77,7 @@ async def test_an_operator_works_the_communities_and_people_pages(app, client, d
             await visitor.goto(f"{base}/c/{pills['handle']}")
             text = await visitor.content()
             assert "Selling counterfeit medicine" in text and "appeals@instance.test" not in text
+            assert "not taking new members now" in text and "Sign in to join" not in text
             await pages.check(visitor, "community-suspended-visitor")
             admin = await as_person(alice["did"], alice["handle"])
             await admin.goto(f"{base}/c/{pills['handle']}")

@@ -370,8 +370,9 @@ def cr_community_notices(app: "Application", community_did: str, viewer_did: str
     that an operator suspended it and why. `viewer_did`: the signed-in person (None: signed
     out); `admin`: they are one of its admins (tell them what they may do about it).
 
-    :return: ``[{"title": ..., "text": ...}]`` (plain text), an awaitable of it, or None; all
-        plugins' notices are shown, in plugin order.
+    :return: ``[{"title": ..., "text": ...}]`` (plain text; ``"closed": True`` too when the
+        community takes no one now: the page offers no join), an awaitable of it, or None;
+        all plugins' notices are shown, in plugin order.
     """
 
 

@@ -89,7 +89,7 @@ async def notices(app: Any, community_did: str, admin: bool) -> list[dict[str, s
     if admin:
         text += (f" As an admin: to appeal, {appeal(app)}, naming this community and saying what you changed. "
                  "Members may still leave; nothing has been deleted.")
-    return [{"title": "Suspended by the instance's operators", "text": text}]
+    return [{"title": "Suspended by the instance's operators", "text": text, "closed": True}]
 
 
 async def withheld(app: Any) -> list[str]:
