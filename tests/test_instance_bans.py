@@ -62,6 +62,8 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     approving = (await api.create(bob, "Quiet room", type="admin-approved"))["did"]
     for did in (one, two):
         assert (await api.join(did, mallory["did"])).status == 201
+    waiting = (await api.create(bob, "Waiting room", type="admin-approved"))["did"]
+    assert (await api.join(waiting, mallory["did"])).status == 202
     rec = webhook_receiver()
     await subscribe(client, api.key, rec, ["member.removed"])
 
@@ -91,6 +93,9 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     refused(await client.post(api.path(one, "/reports"), api_key=api.key, headers={"Authorization": f"Bearer {token}"},
                               json={"reporterDid": mallory["did"], "reason": "spam", "subject": alice["did"]}),
             "banned_on_instance")
+    # nor can an admin add them: their request from before the ban cannot be approved
+    refused(await api.decide(waiting, "approve", bob["did"], mallory["did"]), "banned_on_instance")
+    assert not (await api.check(waiting, mallory["did"]))["isMember"]
     message = (await api.join(open_door, mallory["did"])).json()["message"]
     assert "banned on this instance" in message and "appeals@instance.test" in message
     # the site's own join form, for a session of theirs that predates the ban
