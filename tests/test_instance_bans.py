@@ -264,6 +264,10 @@ async def test_an_account_the_network_deactivated_cannot_act_until_it_is_active_
     operator = await login_as(app, OPERATOR, "op.test")
     page = await client.get(f"/admin/people?q={bob['did']}", session=operator)
     assert "The network marks the account deactivated" in page.text and "Takedown club" in page.text
+    by_handle = await client.get(f"/admin/people?q=@{bob['handle'].upper()}", session=operator)
+    assert bob["did"] in by_handle.text and "Takedown club" in by_handle.text
+    unseen = await client.get("/admin/people?q=nobody.example", session=operator)
+    assert "Nobody this instance has seen" in unseen.text
 
     session = await asyncio.to_thread(devnet.create_session, bob["did"], bob["password"])
     await asyncio.to_thread(pds_call, devnet, "com.atproto.server.activateAccount", data=b"",
