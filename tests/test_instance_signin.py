@@ -36,3 +36,17 @@ async def test_a_banned_person_cannot_sign_in_until_the_ban_is_lifted(app, servi
 
     await actions.unban(app, OPERATOR, oauth_account["did"])
     assert (await oauth_login(service(), oauth_account)).status == 302
+
+
+class TestAnOperatorUnderABannedDomain:
+    """A handle-domain ban never locks an operator out, though their handle is under it."""
+
+    @pytest.fixture
+    def config_overrides(self, oauth_tls_config: dict[str, Any], oauth_account: dict[str, str]) -> dict[str, Any]:
+        return deep_merge(oauth_tls_config, {"instance": {"operators": [oauth_account["did"]]}})
+
+    async def test_the_operator_still_signs_in(self, app, service, oauth_account) -> None:
+        domain = "*." + oauth_account["handle"].split(".", 1)[1]
+        await actions.ban(app, oauth_account["did"], domain, reason="a spam host")
+        assert await actions.ban_in_force(app, oauth_account["did"]) is not None   # the domain covers them
+        assert (await oauth_login(service(), oauth_account)).status == 302
