@@ -219,6 +219,18 @@ async def test_console_forms_refuse_a_wrong_or_missing_token_and_hide_from_other
                  "/admin/anything"):
         assert (await client.get(path, headers={"Cookie": f"sid={someone.sid}"})).status == 404, path
         assert (await client.get(path)).status == 404, path
+    # bad input: the page again, saying what is wrong (nothing done)
+    for path, fields, words in [
+            ("/admin/communities/suspend", {"community": did, "reason": " "}, "reason: say why"),
+            ("/admin/communities/suspend", {"community": "not-a-did", "reason": "x"}, "a community"),
+            ("/admin/people/ban", {"subject": "spam.example", "reason": "x"}, "*.domain"),
+            ("/admin/people/ban", {"subject": "did:plc:x", "reason": "x", "expires": "date", "until": "2001-01-01"},
+             "must be in the future"),
+            ("/admin/people/ban", {"subject": "did:plc:x", "reason": "x" * 501}, "at most 500"),
+            ("/admin/people/unban", {"subject": "did:plc:nobodybanned"}, "is not banned")]:
+        answer = await client.post(path, **form(operator, fields))
+        assert answer.status in (400, 404) and words in answer.text, (path, answer.status, answer.text[-600:])
+        assert "There is a problem" in answer.text
     assert await audit.entries(app.db) == []   # nothing was done
     assert (await api.get(api.path(did))).status == 200
 
