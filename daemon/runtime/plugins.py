@@ -188,7 +188,7 @@ def api_version_in(version: str, spec: str) -> bool:
 #: The plugin API's version, ``MAJOR.MINOR`` (`daemon.plugin.API_VERSION`; docs/plugins.md,
 #: "Compatibility"): the minor grows when names are added, the major when any is removed or
 #: changes meaning.
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 
 
 def check_api_versions(pm: pluggy.PluginManager) -> None:
