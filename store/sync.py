@@ -4,7 +4,7 @@ that plugin (plugins/communities/store.py)."""
 
 from __future__ import annotations
 
-from store.db import Database, Row, Transaction
+from store.db import Database, Reader, Row, Transaction
 
 # ------------------------------------------------------------------ the cursor
 
@@ -37,6 +37,13 @@ async def set_active_tx(tx: Transaction, did: str) -> bool:
     return cur.rowcount > 0
 
 
+
+
+async def account_status(db: Reader, did: str) -> str | None:
+    """What the network last said of `did`'s account when it is not active (``takendown``,
+    ``suspended``, ``deactivated``, ``deleted``, ``inactive``...), or None while it is
+    active or was never said otherwise (``daemon.plugin.atproto.account_status``)."""
+    return await db.fetchval("SELECT status FROM account_status WHERE did = ?", (did,))
 
 
 async def record_account_status_tx(tx: Transaction, did: str, *, active: bool, status: str | None,

@@ -130,4 +130,4 @@ async def test_the_console_is_for_operators_and_a_404_for_everyone_else(app, cli
     assert "banned on the instance did:plc:abuser (reason: spam accounts), from the command line." in home.text
     log = await client.get("/admin/audit", session=operator)
     assert log.status == 200 and "did:plc:abuser" in log.text
-    assert (await client.get("/admin/people", session=operator)).status == 404
+    assert (await client.get("/admin/nothing-here", session=operator)).status == 404

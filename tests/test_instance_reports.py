@@ -130,22 +130,10 @@ async def test_reports_reach_the_inbox_and_one_decision_settles_them_all(app, cl
     assert {json.loads(r["data"])["reporterDid"] for r in rows[:2]} == {club["carol"]["did"], club["dave"]["did"]}
 
 
-async def test_a_decision_this_instance_cannot_carry_out_is_refused(app, client, devnet, people) -> None:
-    if "suspend" in community_reports.operator_actions():
-        pytest.skip("this instance suspends communities: see test_suspending_settles_every_report")
-    club = await reported_club(app, client, devnet, people)
-    operator = await login_as(app, OPERATOR, "op.test")
-    inbox = await client.get("/admin/reports", session=operator)
-    assert 'value="suspend"' not in inbox.text and 'value="dismiss"' in inbox.text
-    refused = await client.post("/admin/reports/decide", **form(operator, community=club["community"]["did"],
-                                                                 decision="suspend"))
-    assert refused.status == 400 and "cannot suspend communities yet" in unescape(refused.text)
-    assert await app.db.fetchval("SELECT COUNT(*) FROM instance_reports WHERE status = 'open'") == 2
-
-
 async def test_suspending_settles_every_report(app, client, devnet, people) -> None:
-    if "suspend" not in community_reports.operator_actions():
-        pytest.skip("this branch has no suspension of communities yet")
+    """Deciding "suspend" in the inbox suspends the community (its join is refused, its page
+    says why) and settles every open report about it; the reporters see the outcome, never
+    who decided."""
     club = await reported_club(app, client, devnet, people)
     operator = await login_as(app, OPERATOR, "op.test")
     done = await client.post("/admin/reports/decide", **form(operator, community=club["community"]["did"],
@@ -154,6 +142,12 @@ async def test_suspending_settles_every_report(app, client, devnet, people) -> N
     assert await app.db.fetchval("SELECT COUNT(*) FROM instance_reports WHERE status = 'open'") == 0
     mine = unescape((await client.get("/reports/communities", session=club["carol_session"])).text)
     assert "Acted on: the community was suspended" in mine and OPERATOR not in mine
+    did = club["community"]["did"]
+    refused = await club["api"].join(did, people("frank")["did"])
+    assert refused.status == 403 and refused.json()["error"] == "community_suspended", refused.text
+    page = unescape((await client.get(f"/c/{club['community']['handle']}")).text)
+    assert "Spam" in page and "suspended" in page.lower()
+    assert (await audit.entries(app.db))[0]["action"] in ("report.suspend", "community.suspend")
 
 
 async def test_the_command_line_lists_and_decides(app, client, devnet, people, capsys) -> None:

@@ -42,6 +42,10 @@ OFF_REQUEST_PATH = {
     "store/sessions.py::delete_expired_tx": "the hourly session clean-up (sessions.janitor)",
     "daemon/atproto/writes.py::pending_intents": "the reconciler's pass over pending write intents (start-up, then periodic)",
     "daemon/atproto/identity.py::forget_tx": "no caller on a request path (daemon.atproto.identity.forget_identity)",
+    "plugins/communities/store.py::index_listing": "the operators' console (/admin/communities): every "
+                                                   "community in the chosen order, LIMIT-bounded",
+    "plugins/communities/store.py::instance_counts": "the operators' console overview (/admin): the count of "
+                                                     "distinct members reads the members-by-user index once",
     "daemon/runtime/events.py::prune_tx": "the events retention pass (plugins/events/retention.py): the oldest rows "
                                  "in seq (rowid) order, LIMIT-bounded",
 }
@@ -69,6 +73,8 @@ FILL: dict[str, dict[str, str]] = {
                                "(SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)"},
     "daemon/atproto/identity.py::get_dids": {"marks": "?, ?, ?"},
     "plugins/communities/store.py::profiles": {"marks": "?, ?, ?"},
+    "plugins/instance/store.py::suspensions": {"marks": "?, ?, ?"},
+    "plugins/instance/requests_store.py::listing": {"marks": "?, ?, ?", "order": "ASC"},
     "plugins/communities/store.py::communities_by_dids_tx": {"marks": "?, ?, ?"},
     "plugins/webhooks/store.py::all_webhooks": {"where": "WHERE w.app_id = ?"},
 }

@@ -25,7 +25,7 @@ from daemon.atproto.writes import (Command, DROP_UNWRITTEN, Intent, KEEP, pds, P
                                    Run, WriteKind)
 from daemon.base import KeyedLocks
 from daemon.sync.events import Interest, RecordOp, SyncEvent
-from store.sync import record_account_status_tx
+from store.sync import account_status, record_account_status_tx
 
 __all__ = [
     "DidInfo", "resolve_identity", "resolve_did", "require_known_did", "read_user_profile", "get_record",
@@ -34,7 +34,7 @@ __all__ = [
     "nsid_problem", "pds", "roll_back", "WriteKind", "Intent", "KeyedLocks", "Command", "Plan", "Run", "KEEP",
     "DROP_UNWRITTEN", "ROLL_BACK", "community_repo", "delete_account_tx", "CommunityAccount",
     "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
-    "RecordOp", "record_account_status_tx", "RotationKey", "require_did_key", "plc_data",
+    "RecordOp", "record_account_status_tx", "account_status", "RotationKey", "require_did_key", "plc_data",
     "begin_move_tx", "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled",
     "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url", "add_recovery_key", "request_plc_token",
 ]

@@ -329,6 +329,24 @@ class Application(tornado.web.Application):
             notes.extend(answer)
         return notes
 
+    async def community_notices(self, community_did: str, viewer_did: str | None, *,
+                                admin: bool = False) -> list[dict[str, str]]:
+        """Every plugin's `cr_community_notices` for this community and viewer, in order."""
+        out: list[dict[str, str]] = []
+        for answer in await self.call_hook(self.pm.hook.cr_community_notices, app=self,
+                                           community_did=community_did, viewer_did=viewer_did, admin=admin):
+            out.extend(answer)
+        return out
+
+    async def withheld_communities(self) -> list[str]:
+        """The communities every plugin's `cr_withheld_communities` leaves out of discovery
+        and search (suspended by an operator, ...)."""
+        out: set[str] = set()
+        for answer in await self.call_hook(self.pm.hook.cr_withheld_communities, app=self):
+            if answer:
+                out.update(answer)
+        return sorted(out)
+
     def service(self, interface: type[S]) -> S | None:
         """The service registered for `interface` (a `Protocol` such as
         `daemon.plugin.CommunitiesService`, or a plugin's own interface class), or None

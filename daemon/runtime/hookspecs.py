@@ -26,7 +26,7 @@ Ordering: pluggy calls the last registered plugin first. Use ``tryfirst=True`` /
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 import pluggy
 
@@ -360,9 +360,16 @@ def cr_check_action(app: "Application", action: str, actor_did: str | None, comm
     ``ApiError`` (e.g. 403 with a code of your own) to refuse, return None to let it be.
 
     Callers ask through ``app.check_action(action, actor_did, community_did=..., app_id=...)``
-    before they change anything. Actions asked today: ``community.create`` (``community_did``
-    None; the communities plugin, before any account is made). `app_id`: the app acting for
-    the person, None for the site's own pages.
+    before they change anything. The actions asked (docs/plugins.md, "Actions asked"):
+    ``session.sign_in`` (the OAuth callback, before the session is made), ``community.create``
+    (``community_did`` None; before any account is made), ``community.join`` and
+    ``community.request`` (a join of an open community or with an invite, and a request to
+    join one that approves; the API, the pages and the sync), ``membership.sync`` (the sync,
+    before a membership record a person wrote is applied), ``member.add`` (an admin approves
+    a request: `actor_did` is the person added), ``community.update`` (profile, pictures,
+    settings, roles, invites, app grants), ``record.write`` (a record created, changed or
+    deleted in the community's repo) and ``report.create``. `app_id`: the app acting for the
+    person, None for the site's own pages.
 
     :return: None or an awaitable; all are awaited, in plugin order; the first raise wins.
     """
@@ -387,6 +394,19 @@ def cr_hold_action(app: "Application", action: str, actor_did: str | None, app_i
 
 
 @hookspec
+def cr_community_notices(app: "Application", community_did: str, viewer_did: str | None,
+                         admin: bool) -> "Awaitable[list[dict[str, str]]] | list[dict[str, str]] | None":
+    """Notices shown at the top of a community's page and its settings (the web plugin), e.g.
+    that an operator suspended it and why. `viewer_did`: the signed-in person (None: signed
+    out); `admin`: they are one of its admins (tell them what they may do about it).
+
+    :return: ``[{"title": ..., "text": ...}]`` (plain text; ``"closed": True`` too when the
+        community takes no one now: the page offers no join), an awaitable of it, or None;
+        all plugins' notices are shown, in plugin order.
+    """
+
+
+@hookspec
 def cr_page_notes(app: "Application", page: str, person_did: str) -> Awaitable[list[dict[str, Any]] | None] | None:
     """What a plugin tells a signed-in person on one of the site's pages: ``home`` (things of
     theirs it holds; the ``instance`` plugin: the state of their creation requests) or
@@ -397,6 +417,17 @@ def cr_page_notes(app: "Application", page: str, person_did: str) -> Awaitable[l
     :param person_did: the signed-in person.
     :return: None or (an awaitable of) a list of ``{"text": str, "href": str | None}``: one
         short sentence each, shown in order under the page's heading.
+    """
+
+
+@hookspec
+def cr_withheld_communities(app: "Application") -> "Awaitable[Iterable[str]] | Iterable[str] | None":
+    """Communities to leave out of discovery and search (``GET /api/v1/communities``, the
+    site's /discover), e.g. while an operator suspends them; they stay reachable by DID,
+    their pages show what the plugins that withhold them say. Asked on every listing:
+    answer from an index (a few rows).
+
+    :return: DIDs (or an awaitable of them), or None; the union of all answers is left out.
     """
 
 

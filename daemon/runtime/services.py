@@ -131,6 +131,17 @@ class CommunitiesService(Protocol):
     async def ban(self, community_did: str, user_did: str, actor: "Actor", *, reason: str | None = None,
                   expires_at: str | None = None) -> dict[str, Any]:
         """Ban a user as `actor` (who must hold ``members.ban``), as the API's ban does."""
+    async def end_membership(self, community_did: str, member_did: str, *, by: str,
+                             reason: str | None = None) -> dict[str, Any]:
+        """End a membership on the instance's behalf (`by`: the DID of the operator, or of
+        whoever the plugin acts for): no capability in the community is asked; the same
+        command, ``member.removed`` event (data ``byInstance`` true) and audit entry as
+        an admin's removal. 404 ``not_member``; 409 for the primary admin."""
+    async def remove_from_index(self, community_did: str, *, by: str, reason: str | None = None) -> dict[str, Any]:
+        """Forget a community on the instance's behalf (`by`: the operator's DID): its
+        index and stored credentials, with an audit entry; nothing is written to its repo
+        and its account is not deleted (``account`` in the answer says what is left).
+        404 for an unknown community; 409 while it moves."""
     async def acts_for_admins(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
         """Whether the app may act for the community's admins: its creator app and apps an
         admin granted management (None, the service's own pages: yes). Where it may not, a
@@ -171,6 +182,10 @@ class CommunitiesService(Protocol):
         """The index row if the app (None: the pages) may see it (`visible`), else 404."""
     async def search(self, text: str, *, user_did: str | None, limit: int, before_id: int | None) -> list["Row"]:
         """Discover: listed communities matching `text` (all: ""), private ones only for members."""
+    async def index_listing(self, text: str, *, sort: str = "newest", limit: int = 100) -> list["Row"]:
+        """Every active community, whatever its type or listing (the instance operators'
+        view): matching `text` (words of its name or description, or its DID or handle),
+        ``newest``, ``oldest`` or by ``size`` (members) first."""
     async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
         """The user's communities, newest membership first (with ``admin_rank``, ``pending_count``)."""
     async def requests_of(self, user_did: str) -> list["Row"]: """Communities the user asked to join."""

@@ -121,6 +121,7 @@ async def allow_app(app: "Application", community: Row, app_id: str, actor: Acto
     it may act for the admins). Only an admin, through the browser or an app that already
     manages the community, may change grants."""
     did = community["did"]
+    await app.check_action("community.update", actor.did, community_did=did, app_id=actor.app_id)
     async with app.db.transaction("communities.app_visibility") as tx:
         row = await active_tx(tx, did)
         await require_manager(tx, row, actor.app_id)

@@ -98,7 +98,8 @@ class CommunitiesHandler(ApiBase):
             return
         rows = await store.list_communities(
             self.app.db, query=query, user_did=user_did, app_id=self.principal.app_id,
-            limit=limit + 1, before_id=int(cursor[0]) if cursor else None)
+            limit=limit + 1, before_id=int(cursor[0]) if cursor else None,
+            withheld=await self.app.withheld_communities())
         out: dict[str, Any] = {"communities": []}
         for row in rows[:limit]:
             summary = views.community_summary(row)

@@ -13,7 +13,7 @@ _BOOL = {"type": "boolean"}
 
 def _member(by: str | None = None, **more: dict) -> dict:
     props = {"memberDid": DID, "communityDid": DID, **({by: DID} if by else {}), **more}
-    return obj(props, [p for p in props if p not in ("via", "inviteId", "reason")])
+    return obj(props, [p for p in props if p not in ("via", "inviteId", "reason", "byInstance")])
 
 
 def _kind(name: str, description: str, schema: dict, label: str, *person_keys: str) -> EventKind:
@@ -30,7 +30,8 @@ EVENT_KINDS = [
           _member("approvedBy"), "A join request was approved", "approvedBy"),
     _kind("member.rejected", "An admin or moderator declined a join request.",
           _member("rejectedBy", reason=STRING_OR_NULL), "A join request was declined", "rejectedBy"),
-    _kind("member.removed", "A member was removed.", _member("removedBy", reason=STRING_OR_NULL),
+    _kind("member.removed", "A member was removed (byInstance: by an operator's instance-wide ban).",
+          _member("removedBy", reason=STRING_OR_NULL, byInstance=_BOOL),
           "A member was removed", "removedBy"),
     _kind("member.banned", "Someone was banned (ending a membership or a request, if any).",
           _member("bannedBy", reason=STRING_OR_NULL, expiresAt=DATETIME_OR_NULL, wasMember=_BOOL,

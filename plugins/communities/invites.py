@@ -128,6 +128,7 @@ async def listing(app: "Application", community: Row, actor: Actor, *, limit: in
 async def create(app: "Application", community: Row, actor: Actor, *, max_uses: int | None,
                  expires_at: str | None, note: str | None) -> dict[str, Any]:
     did = community["did"]
+    await app.check_action("community.update", actor.did, community_did=did, app_id=actor.app_id)
     now = app.clock.iso_now()
     if expires_at is not None and expires_at <= now:
         raise ApiError(400, "invalid_request", "expiresAt: must be in the future",

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from daemon.plugin.atproto import delete_account_tx
 from daemon.plugin import ApiError, Row, Transaction, emit_tx
 from daemon.plugin.atproto import ROLL_BACK, Plan, Run, new_tid, pds
+from daemon.plugin.http import NOT_FOUND
 from plugins.communities.steps import (CREATE, DELETE, PROFILE, Actor, CommunityCommand, active_tx, admins_record,
                                        audit_tx, fetch_profile, let_finish, member_status, membership_proof, nsid,
                                        profile_record, require_manager, require_person, require_role, store_profile_tx)
@@ -233,6 +234,7 @@ class UpdateProfile(CommunityCommand):
 
 async def update_profile(app: "Application", community: Row, actor: Actor, **changes: Any) -> None:
     """Run :class:`UpdateProfile`; `avatar`/`banner` are (cid, mime, size)."""
+    await app.check_action("community.update", actor.did, community_did=community["did"], app_id=actor.app_id)
     await app.writes.run(UpdateProfile(app, community["did"], actor, changes))
 
 
@@ -269,6 +271,35 @@ class DeleteCommunity(CommunityCommand):
         await self.app.writes.forget_community_tx(tx, did)
         await store.delete_community_tx(tx, did)
         await delete_account_tx(tx, did)
+
+
+async def remove_from_index(app: "Application", did: str, *, by: str, reason: str | None) -> dict[str, Any]:
+    """Forget a community on the instance's behalf (an operator): its index, intents and
+    stored credentials go, in one transaction with a ``community.removed_from_index`` audit
+    entry; nothing is written to its repo and its account is not deleted (the answer's
+    ``account`` says what is left, as a deletion's does)."""
+    from daemon.plugin.atproto import forget_account, move_of, moving_error
+    from plugins.communities.handover import account_after_delete
+    from plugins.communities.steps import community_lock
+    async with community_lock(app, did):
+        if await move_of(app.db, did) is not None:
+            raise moving_error(did)
+        async with app.db.transaction("communities.remove_from_index") as tx:
+            row = await store.get_community(tx, did)
+            if row is None:
+                raise NOT_FOUND(did)
+            await store.insert_entry_tx(
+                tx, community_did=did, action="community.removed_from_index", actor_did=by, target_did=None,
+                reason=reason, metadata={"handle": row["handle"], "memberCount": row["member_count"]},
+                app_id=None, now=app.clock.iso_now())
+            await app.writes.forget_community_tx(tx, did)
+            await store.delete_community_tx(tx, did)
+            await delete_account_tx(tx, did)
+    try:
+        await forget_account(app, did)
+    except Exception as exc:  # noqa: BLE001 (removed already; the session cache is best effort)
+        log.warning("removed %s from the index, but could not drop its cached PDS session: %r", did, exc)
+    return {"status": "removed", "did": did, "account": account_after_delete(row, records_deleted=False)}
 
 
 async def delete(app: "Application", community: Row, actor: Actor) -> dict[str, Any]:

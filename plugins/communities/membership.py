@@ -37,6 +37,10 @@ async def join(app: "Application", community: Row, user_did: str, actor: Actor, 
     403 ``banned`` while a ban is in force (bans.py). With the signed-in user's `principal`
     (the browser) the user's own membership record is written too (:class:`Join`)."""
     did = community["did"]
+    # an instance-wide policy (cr_check_action): a ban on the instance, a suspension
+    joining = community["type"] == "open" or invite is not None
+    await app.check_action("community.join" if joining else "community.request", user_did,
+                           community_did=did, app_id=actor.app_id)
     await refuse_banned(app, did, user_did)
     status = await member_status(app.db, did, user_did)
     if status.is_member:
@@ -207,6 +211,7 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
         raise ApiError(409, "already_member", "This user is already a member of the community.")
     if not target.is_pending:
         raise ApiError(404, "no_pending_request", "This user has no pending join request.")
+    await app.check_action("member.add", member_did, community_did=did, app_id=actor.app_id)
     # Checked when they asked, but a request stored before DIDs were checked may name one
     # that is malformed or does not exist: nothing is written for it (cheap: cached).
     await require_person(app, member_did, "memberDid")
@@ -346,6 +351,16 @@ class RemoveMember(Removal):
         await audit_tx(app, tx, did, event, actor, member_did, self.reason, metadata={"wasAdmin": self.was_admin})
         await own_record_gone_tx(app, tx, did, self.member, self.principal)
         return self.member
+
+
+async def end_for_instance(app: "Application", community: Row, member_did: str, by_did: str,
+                           reason: str | None) -> dict[str, Any]:
+    """End a membership on the instance's behalf (an operator's instance-wide ban): no
+    capability in the community is asked; the same command, ``member.removed`` event and
+    audit entry as an admin's removal (an admin too; the primary admin never: 409)."""
+    actor = Actor(by_did, None, proven=True)
+    return await _remove(app, community, member_did, actor, "member.removed", reason,
+                         {"removedBy": by_did, "reason": reason, "byInstance": True})
 
 
 async def _remove(app: "Application", community: Row, member_did: str, actor: Actor, event: str,

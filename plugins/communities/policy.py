@@ -26,6 +26,7 @@ async def update(app: "Application", community: "Row", actor: Actor, *, require_
                  roster_visibility: str | None = None, listed: bool | None = None) -> dict[str, Any]:
     """Change the settings given (None: unchanged); one audit entry lists what changed."""
     did = community["did"]
+    await app.check_action("community.update", actor.did, community_did=did, app_id=actor.app_id)
     async with app.db.transaction("communities.settings") as tx:
         row = await store.get_community(tx, did)
         if row is None or row["state"] != "active":

@@ -114,6 +114,14 @@ class Communities:
         return await bans.ban(self.app, await self._active(community_did), user_did, actor, reason=reason,
                               expires_at=expires_at)
 
+    async def end_membership(self, community_did: str, member_did: str, *, by: str,
+                             reason: str | None = None) -> dict[str, Any]:
+        return await membership.end_for_instance(self.app, await self._active(community_did), member_did, by,
+                                                 reason)
+
+    async def remove_from_index(self, community_did: str, *, by: str, reason: str | None = None) -> dict[str, Any]:
+        return await lifecycle.remove_from_index(self.app, community_did, by=by, reason=reason)
+
     async def acts_for_admins(self, community_did: str, app_id: str | None, *, tx: "Reader | None" = None) -> bool:
         return await steps.app_manages_community(tx or self.app.db, community_did, app_id)
 
@@ -233,7 +241,16 @@ class Communities:
         if text and query is None:
             return []
         return await store.list_communities(self.app.db, query=query, user_did=user_did, app_id=None,
-                                            limit=limit, before_id=before_id)
+                                            limit=limit, before_id=before_id,
+                                            withheld=await self.app.withheld_communities())
+
+    async def index_listing(self, text: str, *, sort: str = "newest", limit: int = 100) -> list["Row"]:
+        if sort not in store.INDEX_ORDER:
+            raise ValueError(f"sort: one of {', '.join(store.INDEX_ORDER)}")
+        text = text.strip()
+        exact = text if text.startswith("did:") or "." in text else None
+        return await store.index_listing(self.app.db, fts=store.fts_query(text) if text else None, exact=exact,
+                                         sort=sort, limit=limit)
 
     async def memberships_of(self, user_did: str, *, limit: int, after_id: int | None) -> list["Row"]:
         return await store.memberships_of(self.app.db, user_did, limit=limit, after_id=after_id)

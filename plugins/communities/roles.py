@@ -198,6 +198,7 @@ def _change_data(action: str, metadata: dict[str, Any], target: str | None, hold
 
 async def create_role(app: "Application", community: Row, actor: Actor, name: str,
                       body: dict[str, Any]) -> dict[str, Any]:
+    await app.check_action("community.update", actor.did, community_did=community["did"], app_id=actor.app_id)
     role_name(name)
     if name in RESERVED:
         raise ApiError(409, "role_builtin", f"{name} is a built-in or reserved role name.")
@@ -216,6 +217,7 @@ async def create_role(app: "Application", community: Row, actor: Actor, name: st
 
 async def update_role(app: "Application", community: Row, actor: Actor, name: str,
                       body: dict[str, Any]) -> dict[str, Any]:
+    await app.check_action("community.update", actor.did, community_did=community["did"], app_id=actor.app_id)
     _not_builtin(name)
     role = role_fields(body, plugin_capabilities(app))
 
@@ -230,6 +232,7 @@ async def update_role(app: "Application", community: Row, actor: Actor, name: st
 
 async def delete_role(app: "Application", community: Row, actor: Actor, name: str) -> dict[str, Any]:
     """Delete a custom role; its holders lose it (and what it granted) in the same change."""
+    await app.check_action("community.update", actor.did, community_did=community["did"], app_id=actor.app_id)
     _not_builtin(name)
     lost: list[str] = []
 

@@ -157,13 +157,14 @@ def fts_query(text: str) -> str | None:
 
 
 async def list_communities(db: Reader, *, query: str | None, user_did: str | None,
-                           app_id: str | None, limit: int, before_id: int | None) -> list[Row]:
+                           app_id: str | None, limit: int, before_id: int | None,
+                           withheld: list[str] | None = None) -> list[Row]:
     """Active, listed communities, newest first, that the app may see; private ones only
     where `user_did` is a member, and then only where the app may see the roster (the
     roster is public, or the app created the community or manages it: listing it would
     say that the user is a member; access.app_sees_roster). With `query`, only those
     matching it. Keyset on `id`. Unlisted ones never appear (they are reached by DID or
-    invite)."""
+    invite), nor those `withheld` (`app.withheld_communities()`: suspended...)."""
     params: list[Any] = [user_did, app_id, app_id, app_id, app_id, app_id, app_id]
     member_join = ("LEFT JOIN members m ON m.community_did = c.did AND m.member_did = ?")
     # Filtered here, not after the page is cut: a page left empty would still say so.
@@ -171,6 +172,9 @@ async def list_communities(db: Reader, *, query: str | None, user_did: str | Non
                   "OR c.creator_app_id = ? OR EXISTS (SELECT 1 FROM community_apps a WHERE a.community_did = c.did "
                   "AND a.app_id = ? AND a.manage = 1))))")
     where = ["c.state = 'active'", "c.listed = 1", _VISIBLE_SQL, private_ok]
+    if withheld:
+        where.append("c.did NOT IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(withheld))
     if before_id is not None:
         where.append("c.id < ?")
         params.append(before_id)
@@ -182,6 +186,27 @@ async def list_communities(db: Reader, *, query: str | None, user_did: str | Non
            f"FROM communities c {member_join} WHERE {' AND '.join(where)} "
            f"ORDER BY c.id DESC LIMIT ?")
     return await db.fetchall(sql, params)
+
+
+INDEX_ORDER = {"newest": "id DESC", "oldest": "id ASC", "size": "member_count DESC, id DESC"}
+
+
+async def index_listing(db: Reader, *, fts: str | None, exact: str | None, sort: str, limit: int) -> list[Row]:
+    """Active communities of any type or listing, for the instance's operators: matching the
+    words `fts` or (`exact`) a DID or handle, in `sort` order (``INDEX_ORDER``)."""
+    where, params = ["state = 'active'"], []
+    if fts or exact:
+        either = []
+        if fts:
+            either.append("id IN (SELECT rowid FROM communities_fts WHERE communities_fts MATCH ?)")
+            params.append(fts)
+        if exact:
+            either.append("did = ? OR handle = ?")
+            params += [exact, exact.lower().lstrip("@")]
+        where.append("(" + " OR ".join(either) + ")")
+    params.append(limit)
+    return await db.fetchall(f"SELECT * FROM communities WHERE {' AND '.join(where)} "
+                             f"ORDER BY {INDEX_ORDER[sort]} LIMIT ?", params)
 
 
 async def all_communities(db: Reader, query: str | None) -> list[Row]:

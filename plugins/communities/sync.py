@@ -192,6 +192,8 @@ async def _join(app: "Application", intent: Intent) -> str:
     record = await _own_record(app, did, intent.rkey or "")
     if record is None or record.get("community") != community["did"]:
         raise ApiError(404, "membership_record_gone", "The membership record is no longer in the user's repo.")
+    # an instance-wide policy may ignore the person's records (a ban on the instance)
+    await app.check_action("membership.sync", did, community_did=community["did"])
     await join(app, community, did, Actor(did, None, proven=True),
                membership_uri=intent.payload.get("uri"), membership_cid=intent.payload.get("cid"))
     return "applied"

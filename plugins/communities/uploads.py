@@ -27,6 +27,7 @@ async def set_image(app: "Application", community: Row, actor: Actor, kind: str,
     """Make `data` the community's `kind` ("avatar" or "banner"): 413 past
     `communities.max_upload_bytes` or the caps, 415 for what is not a PNG or JPEG, 502 when
     the PDS fails (nothing named in the profile then)."""
+    await app.check_action("community.update", actor.did, community_did=community["did"], app_id=actor.app_id)
     limit = app.config.plugin("communities").max_upload_bytes
     if len(data) > limit:
         raise ApiError(413, "payload_too_large", f"The image is larger than {limit} bytes.")

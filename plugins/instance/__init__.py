@@ -58,6 +58,19 @@ async def cr_page_notes(app: Any, page: str, person_did: str) -> list[dict[str, 
 
 
 @hookimpl
+async def cr_community_notices(app: Any, community_did: str, viewer_did: str | None,
+                               admin: bool) -> list[dict[str, str]]:
+    from plugins.instance.policy import notices
+    return await notices(app, community_did, admin)
+
+
+@hookimpl
+async def cr_withheld_communities(app: Any) -> list[str]:
+    from plugins.instance.policy import withheld
+    return await withheld(app)
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     config = app.config.plugin("instance")
     # a follower's copy is pruned by its primary; 0 keeps the audit log for good

@@ -64,15 +64,19 @@ def communities(app: Application) -> CommunitiesService:
 
 
 def operator_actions() -> dict[str, Callable[..., Awaitable[Any]]]:
-    """The decisions beyond dismiss this instance can carry out, each called as
-    ``action(app, community_did, reason, operator_did)``: `suspend` and `remove` (from the
-    index), from the module that suspends communities; a decision it does not offer is not
-    offered here either (the console shows only the ones there are)."""
-    try:
-        from plugins.instance import suspension  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    return {name: getattr(suspension, name) for name in ("suspend", "remove") if callable(getattr(suspension, name, None))}
+    """The decisions beyond dismiss, each called as ``action(app, community_did, reason,
+    operator_did, via)``: `suspend` (the reason is public: it is shown on the community's
+    pages) and `remove` (from the index; the account is kept), as the console's Communities
+    page does them (plugins/instance/actions.py)."""
+    from plugins.instance import actions
+
+    async def suspend(app: Any, community_did: str, reason: str, operator_did: str, via: str) -> Any:
+        return await actions.suspend(app, operator_did, community_did, reason=reason, via=via)
+
+    async def remove(app: Any, community_did: str, reason: str, operator_did: str, via: str) -> Any:
+        return await actions.remove(app, operator_did, community_did, reason=reason, via=via)
+
+    return {"suspend": suspend, "remove": remove}
 
 
 def decisions() -> list[str]:
@@ -164,7 +168,8 @@ async def decide(app: Application, community_did: str, decision: Any, operator_d
     if not open_rows:
         raise ApiError(404, "no_open_reports", f"No open report about {community_did[:200]}.")
     if decision != "dismiss":
-        await operator_actions()[decision](app, community_did, reason or "reported to the operators", operator_did)
+        await operator_actions()[decision](app, community_did, reason or "reported to the operators", operator_did,
+                                           via)
     outcome = DECISIONS[decision]
     now = app.clock.iso_now()
     settled: list[str] = []

@@ -5,12 +5,13 @@ operator it acts as (`--as DID`, one of `instance.operators`) and is audited."""
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from daemon.plugin import ApiError
 from daemon.plugin.atproto import resolve_did
 from daemon.plugin.cli import add_json_flag, fail, print_rows
-from plugins.instance import audit
+from plugins.instance import actions, audit, store
 
 
 def _add_instance(parser: argparse.ArgumentParser) -> None:
@@ -47,20 +48,49 @@ def _add_instance(parser: argparse.ArgumentParser) -> None:
     limit.add_argument("window_seconds", type=float, nargs="?", default=60.0)
     _add_as(limit)
 
+    def acting(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        _add_as(parser)
+        return parser
+
+    ban = acting(actions.add_parser("ban", help="ban a DID or a handle domain (*.spam.example) on the instance"))
+    ban.add_argument("subject", help="did:… or *.domain")
+    ban.add_argument("--reason", required=True, help="why (kept in the instance audit log)")
+    ban.add_argument("--expires", help="30d (days from now) or a date (2027-01-31); default: until lifted")
+    ban.add_argument("--end-memberships", action="store_true",
+                     help="also end every membership of the DID (member.removed events)")
+    unban = acting(actions.add_parser("unban", help="lift an instance ban"))
+    unban.add_argument("subject", help="did:… or *.domain")
+    add_json_flag(actions.add_parser("bans", help="every instance ban, newest first (in force or expired)"))
+    suspend = acting(actions.add_parser("suspend", help="suspend a community (hidden, read-only)"))
+    suspend.add_argument("community", help="the community's DID")
+    suspend.add_argument("--reason", required=True, help="the public reason, shown on its pages")
+    lift = acting(actions.add_parser("lift", help="lift a community's suspension"))
+    lift.add_argument("community", help="the community's DID")
+    remove = acting(actions.add_parser("remove", help="remove a community from the index (its account is kept)"))
+    remove.add_argument("community", help="the community's DID")
+    remove.add_argument("--reason", required=True, help="why (kept in the instance audit log)")
+
 
 def _add_as(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--as", dest="operator", required=True, metavar="DID",
-                        help="the operator acting (one of instance.operators), named in the audit log")
+    parser.add_argument("--as", dest="operator", metavar="DID",
+                        help="the operator acting (one of instance.operators), named in the audit log; "
+                             "optional when config.yaml names one operator")
     add_json_flag(parser)
 
 
 def operator_of(app: Any, args: argparse.Namespace) -> str | None:
-    """The `--as` DID if it is an operator's; None after saying why not."""
-    if not app.config.plugin("instance").is_operator(args.operator):
-        fail(f"{args.operator} is not one of instance.operators", 2)
-        return None
-    return str(args.operator)
-
+    """The operator acting: `--as` (which must be one of instance.operators), or the only one
+    config.yaml names; None after saying why not."""
+    operators = app.config.plugin("instance").operators
+    if args.operator:
+        if not app.config.plugin("instance").is_operator(args.operator):
+            fail(f"{args.operator} is not one of instance.operators", 2)
+            return None
+        return str(args.operator)
+    if len(operators) == 1:
+        return str(operators[0])
+    fail("name the operator acting with --as DID (one of instance.operators in config.yaml)", 2)
+    return None
 
 async def _operators(app: Any, args: argparse.Namespace) -> int:
     rows, broken = [], 0
@@ -157,15 +187,50 @@ async def _app_action(app: Any, args: argparse.Namespace) -> int:
     return print_rows([service.app_json(row, service.default_limit())], ("appId", "active", "rateLimit"), args.json)
 
 
+async def _acting(app: Any, args: argparse.Namespace) -> int:
+    operator = operator_of(app, args)
+    if operator is None:
+        return 2
+    try:
+        if args.action == "ban":
+            out = await actions.ban(app, operator, args.subject, reason=args.reason, expires=args.expires,
+                                    end_memberships=args.end_memberships, via="cli")
+        elif args.action == "unban":
+            out = await actions.unban(app, operator, args.subject, via="cli")
+        elif args.action == "suspend":
+            out = await actions.suspend(app, operator, args.community, reason=args.reason, via="cli")
+        elif args.action == "lift":
+            out = await actions.lift(app, operator, args.community, via="cli")
+        else:
+            out = await actions.remove(app, operator, args.community, reason=args.reason, via="cli")
+    except ApiError as exc:
+        return fail(f"{exc.code}: {exc.message}")
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, sort_keys=True))
+    else:
+        print(", ".join(f"{k}: {v}" for k, v in out.items() if v not in (None, [], "")))
+    if out.get("notEnded"):
+        return fail(f"{len(out['notEnded'])} membership(s) did not end; run the ban again to retry")
+    return 0
+
+
+async def _bans(app: Any, args: argparse.Namespace) -> int:
+    now = app.clock.iso_now()
+    rows = [actions.ban_json(row, now) for row in await store.list_bans(app.db, limit=10_000)]
+    return print_rows(rows, ("subject", "reason", "expiresAt", "inForce", "bannedBy", "createdAt"), args.json)
+
+
 async def _instance(app: Any, args: argparse.Namespace) -> int:
     from plugins.instance.community_reports import cli_actions
-    return await {"operators": _operators, "audit": _audit, "requests": _requests, "approve": _decide_request,
-                  "decline": _decide_request, "apps": _apps, "app-deactivate": _app_action,
-                  "app-rate-limit": _app_action, **cli_actions()}[args.action](app, args)
+    run = {"operators": _operators, "audit": _audit, "bans": _bans, "requests": _requests,
+           "approve": _decide_request, "decline": _decide_request, "apps": _apps, "app-deactivate": _app_action,
+           "app-rate-limit": _app_action, **cli_actions()}.get(args.action, _acting)
+    return await run(app, args)
 
 
 def cli_commands() -> dict[str, Any]:
-    return {"instance": ("the instance's operators, audit log, creation requests and reports: instance operators | "
-                         "audit | requests | approve | decline | reports | decide | apps | app-deactivate | app-rate-limit",
+    return {"instance": ("the instance's operators, bans, suspensions, creation requests, reports, apps and audit "
+                         "log: instance operators | audit | ban | unban | bans | suspend | lift | remove | requests | "
+                         "approve | decline | reports | decide | apps | app-deactivate | app-rate-limit",
                          _add_instance,
                          _instance)}

@@ -1,22 +1,62 @@
 """The instance-wide policy, applied through the platform's `cr_check_action` hook: who may
 create a community (`instance.creation`) and how many each person may have
-(`instance.max_communities_per_person`)."""
+(`instance.max_communities_per_person`), instance-wide bans (a DID, a handle domain),
+suspended communities, and accounts the network took down or deactivated."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from daemon.plugin import ApiError, CommunitiesService
-from daemon.plugin.atproto import resolve_did
+from daemon.plugin.atproto import account_status, resolve_did
+from plugins.instance import store
+from plugins.instance.actions import ban_in_force
 
 WHAT_TO_DO = {"allowlist": "Ask the instance's operators to add you to the list of people who may create.",
               "operators": "Only the instance's operators create communities here; ask them for one."}
 
+#: What a suspended community refuses (it stays readable; members may still leave).
+SUSPENDED_REFUSES = frozenset({"community.join", "community.request", "member.add", "membership.sync",
+                               "record.write", "community.update"})
+
+#: How each action reads in a refusal: "may not {verb} here".
+VERBS = {"session.sign_in": "sign in", "community.create": "create a community",
+         "community.join": "join a community", "community.request": "ask to join a community",
+         "membership.sync": "join a community", "member.add": "be added as a member",
+         "report.create": "report", "record.write": "write records", "community.update": "change a community"}
+
 
 async def check_action(app: Any, action: str, actor_did: str | None, community_did: str | None,
                        app_id: str | None) -> None:
-    if action != "community.create":
-        return
+    verb = VERBS.get(action, "do this")
+    # an operator is never locked out by a ban (a handle-domain ban may cover their handle)
+    if actor_did:
+        operator = app.config.plugin("instance").is_operator(actor_did)
+        ban = None if operator else await ban_in_force(app, actor_did)
+        if ban is not None:
+            until = f" until {ban['expires_at']}" if ban["expires_at"] else ""
+            who = "This account" if ban["kind"] == "did" else f"Accounts with a handle under {ban['subject'][2:]}"
+            raise ApiError(403, "banned_on_instance",
+                           f"{who} {'is' if ban['kind'] == 'did' else 'are'} banned on this instance{until}: "
+                           f"it may not {verb} here. To appeal, {appeal(app)}.",
+                           details=[{"expiresAt": ban["expires_at"]}])
+        status = await account_status(app.db, actor_did)
+        if status is not None:
+            raise ApiError(403, "account_not_active",
+                           f"The network marks this account as {status}: it may not {verb} here "
+                           "until its PDS makes it active again.", details=[{"accountStatus": status}])
+    if community_did and action in SUSPENDED_REFUSES:
+        suspension = await store.suspension(app.db, community_did)
+        if suspension is not None:
+            raise ApiError(403, "community_suspended",
+                           f"This community is suspended by the instance's operators: {suspension['reason']}. "
+                           "It is read-only until the suspension is lifted.",
+                           details=[{"reason": suspension["reason"], "since": suspension["created_at"]}])
+    if action == "community.create":
+        await _creation(app, actor_did)
+
+
+async def _creation(app: Any, actor_did: str | None) -> None:
     config = app.config.plugin("instance")
     if config.is_operator(actor_did):
         return
@@ -69,3 +109,28 @@ async def _within_limit(app: Any, config: Any, person_did: str) -> None:
                        f"communit{'y' if limit == 1 else 'ies'} per person (instance.max_communities_per_person), "
                        f"and {have}. Hand one over to another admin or delete one to create another.",
                        details=[{"policy": config.creation, "limit": limit}])
+
+
+def appeal(app: Any) -> str:
+    contact = app.config.plugin("instance").appeal_contact
+    return f"write to the instance's operators at {contact}" if contact else "write to the instance's operators"
+
+
+async def notices(app: Any, community_did: str, admin: bool) -> list[dict[str, str]]:
+    """A suspended community's notice: the public reason to everyone; to its admins, what
+    it means for them and how to appeal."""
+    suspension = await store.suspension(app.db, community_did)
+    if suspension is None:
+        return []
+    text = (f"The operators of this instance suspended this community: {suspension['reason']}. "
+            "It is read-only and hidden from discovery and search: nobody can join or ask to join, "
+            "and nothing can be posted or changed until the suspension is lifted.")
+    if admin:
+        text += (f" As an admin: to appeal, {appeal(app)}, naming this community and saying what you changed. "
+                 "Members may still leave; nothing has been deleted.")
+    return [{"title": "Suspended by the instance's operators", "text": text, "closed": True}]
+
+
+async def withheld(app: Any) -> list[str]:
+    """Suspended communities: left out of discovery and search."""
+    return await store.suspended_dids(app.db)

@@ -27,6 +27,10 @@ class InstanceConfig:
     #: (`instance.report.created`, `instance.report.decided`): their moderation tools. No
     #: other app hears of them.
     trusted_apps: tuple[str, ...] = ()
+    #: Where people write to appeal an operator's decision (an email address or a URL):
+    #: shown to the admins of a suspended community and in ban refusals. Empty: the
+    #: notices say "the instance's operators" only.
+    appeal_contact: str = ""
     #: Days an entry of the instance audit log is kept; 0 keeps them for good.
     audit_retention_days: int = 730
     #: Seconds between pruning passes of the audit log.
@@ -54,6 +58,9 @@ class InstanceConfig:
                 raise ConfigError(f"not an app id: {app_id!r} (e.g. app_0123456789abcdef)",
                                   f"instance.trusted_apps[{i}]")
         check_range(self.max_communities_per_person, "instance.max_communities_per_person", minimum=0)
+        if not isinstance(self.appeal_contact, str) or len(self.appeal_contact) > 300:
+            raise ConfigError("a string of at most 300 characters (an email address or a URL)",
+                              "instance.appeal_contact")
         check_range(self.audit_retention_days, "instance.audit_retention_days", minimum=0)
         check_range(self.prune_interval_seconds, "instance.prune_interval_seconds", above=0)
 

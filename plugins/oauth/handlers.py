@@ -52,6 +52,7 @@ ERROR_TEXT = {
                        "identities whose host this service may reach are supported.",
     "unknown_did": "That DID does not exist. Check it, or log in with your handle instead.",
     "login_failed": "The login could not be started.",
+    "sign_in_refused": "This instance does not let this account sign in.",
 }
 
 #: Binds a login flow to the browser that started it (login CSRF defence): a random nonce,
@@ -331,6 +332,11 @@ class CallbackHandler(BrowserFacing):
             await refuse("issuer_not_authoritative",
                          f"{tokens.sub}'s PDS names {named!r}, not {server.issuer}")
 
+        try:  # an instance-wide policy (cr_check_action): a ban on the instance, a takedown
+            await self.app.check_action("session.sign_in", tokens.sub)
+        except ApiError as exc:
+            await client.revoke(server, dpop_key, tokens.refresh_token or tokens.access_token)
+            raise LoginPageError("sign_in_refused", exc.message, exc.status) from None
         sid, csrf, session_id = await create_session(self.app, tokens.sub, info.handle)
         try:
             async with self.app.db.transaction("oauth.grant") as tx:

@@ -194,6 +194,7 @@ class RecordsHandler(RecordsBase):
         did = community.did
         user_did = require_did(body.get("userDid"), "userDid")
         await self.prove(user_did, community)
+        await self.app.check_action("record.write", user_did, community_did=did, app_id=self.principal.app_id)
         collection = await self.writable(did, body.get("collection"))
         record = self.record(body, collection)
         rkey = require_rkey(body["rkey"], "rkey") if body.get("rkey") is not None else None
@@ -237,6 +238,7 @@ class RecordsHandler(RecordsBase):
         did = community.did
         user_did = require_did(body.get("userDid"), "userDid")
         await self.prove_changer(user_did, community)
+        await self.app.check_action("record.write", user_did, community_did=did, app_id=self.principal.app_id)
         collection = await self.writable(did, body.get("collection"))
         rkey = require_rkey(body.get("rkey"), "rkey")
         record = self.record(body, collection)
@@ -326,6 +328,7 @@ class RecordHandler(CollectionHandler):
         rkey = require_rkey(unquote(raw_rkey), "rkey")
         user_did = self.user_did(body)
         await self.prove_changer(user_did, community)
+        await self.app.check_action("record.write", user_did, community_did=did, app_id=self.principal.app_id)
         async with writes.hold(self.app, did, collection, rkey):
             settled = await writes.settle(self.app, did, collection, rkey)
             row = await store.get_record(self.app.db, did, collection, rkey)

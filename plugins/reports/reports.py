@@ -148,6 +148,7 @@ async def subject_of(app: Application, community: Community, subject: Any) -> tu
 
 async def create(app: Application, community: Community, reporter_did: str, body: dict[str, Any], *,
                  app_id: str | None) -> Row:
+    await app.check_action("report.create", reporter_did, community_did=community.did, app_id=app_id)
     reason = body.get("reason")
     if reason not in REASONS:
         raise invalid("reason", f"must be one of: {', '.join(REASONS)}")

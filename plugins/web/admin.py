@@ -32,6 +32,9 @@ async def section_page(handler: PageHandler, row: Any, key: str, *needs: str, do
     return status, {"sections": sections.settings_sections(status, path_of, key), "path_of": path_of,
                     "layout_community": community_names(row),
                     "notice": await notice_of(handler, row),
+                    # what plugins say of the community (an operator's suspension, and how to appeal)
+                    "notices": await handler.app.community_notices(row["did"], handler.principal.did,
+                                                                   admin=status.is_admin),
                     # for the plugins' settings links (slot community.settings): what the person holds
                     "holds": lambda capability: handler.communities.status_holds(status, capability)}
 

@@ -91,10 +91,14 @@ class CommunityPage(PageHandler):
         mine = await self.communities.membership(row["did"], viewer) if viewer else None
         settings_link = bool(mine and settings_sections(mine, community_path(row)))
         ban = await self.communities.ban_of(row, viewer) if viewer and not status.get("isMember") else None
+        notices = await self.app.community_notices(row["did"], viewer, admin=bool(status.get("isAdmin")))
+        action = self.action(row, {**status, 'isBanned': ban is not None})
+        if action in ("join", "request", None) and any(n.get("closed") for n in notices):
+            action = "closed"   # a plugin's notice says it takes nobody now (an operator's suspension)
         self.render_page(
             "community.html", title=community["displayName"], community=community, settings_link=settings_link,
-            ban=ban,
-            path_of=community_path(row), action=self.action(row, {**status, 'isBanned': ban is not None}),
+            ban=ban, notices=notices,
+            path_of=community_path(row), action=action,
             membership=status,
             members=members["members"] if members else None, more=more, search=search,
             notice=plain_notice(done), paged=bool(self.get_query_argument("cursor", "")))
