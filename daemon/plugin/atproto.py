@@ -11,7 +11,8 @@ as `daemon.plugin`'s are.
 from __future__ import annotations
 
 from daemon.atproto.accounts import (bring_own_account, community_repo, CommunityAccount, delete_account_tx,
-                                     fetch_handle_domain, forget_account, provision_account)
+                                     fetch_handle_domain, forget_account, handover_credential,
+                                     provision_account)
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
 from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, require_pds_url, resume_move,
@@ -32,7 +33,8 @@ __all__ = [
     "require_handle", "require_nsid", "require_rkey", "require_at_uri", "normalize_handle", "new_tid",
     "nsid_problem", "pds", "roll_back", "WriteKind", "Intent", "KeyedLocks", "Command", "Plan", "Run", "KEEP",
     "DROP_UNWRITTEN", "ROLL_BACK", "community_repo", "delete_account_tx", "CommunityAccount",
-    "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
+    "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "handover_credential",
+    "Interest", "SyncEvent",
     "RecordOp", "record_account_status_tx", "RotationKey", "require_did_key", "plc_data",
     "begin_move_tx", "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled",
     "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url",
