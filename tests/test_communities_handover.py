@@ -248,3 +248,51 @@ async def test_a_bundle_whose_app_password_no_longer_works_is_refused(app, clien
     assert (caught.value.status, caught.value.code) == (400, "bundle_credentials_refused"), caught.value
     assert await second.app.db.fetchone("SELECT 1 FROM communities WHERE did = ?", (did,)) is None
     assert await second.app.db.fetchone("SELECT 1 FROM community_accounts WHERE did = ?", (did,)) is None
+
+
+def cli_runner(app: Any) -> Any:
+    import argparse
+
+    commands: dict[str, Any] = {}
+    for result in app.pm.hook.cr_cli_commands():
+        commands.update(result or {})
+    _, add_arguments, run = commands["communities"]
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return lambda *argv: run(app, parser.parse_args(list(argv)))
+
+
+async def test_operators_hand_over_and_import_from_the_command_line(
+        app, client, devnet, people, second, tmp_path, capsys, monkeypatch):
+    api, did, who = await populated(app, client, people)
+    out = tmp_path / "club.crhandover"
+    out.write_text("an earlier file")
+    one, two = cli_runner(app), cli_runner(second.app)
+    # An existing file is never overwritten, and nothing changes.
+    assert await one("handover", did, "--out", str(out)) == 1
+    assert "cannot create" in capsys.readouterr().err and out.read_text() == "an earlier file"
+    assert (await api.get(f"/api/v1/communities/{did}")).status == 200
+    out.unlink()
+    assert await one("handover", did, "--out", str(out), "--to", "https://two.example/") == 0
+    printed = capsys.readouterr().out
+    passphrase = next(line.rsplit(": ", 1)[1] for line in printed.splitlines() if line.startswith("passphrase"))
+    assert "not carried" in printed and oct(out.stat().st_mode & 0o777) == "0o600"
+    gone = await api.get(f"/api/v1/communities/{did}")
+    assert gone.status == 410 and gone.json()["details"]["movedTo"] == "https://two.example"
+
+    # Import: a wrong passphrase from a file is refused, with nothing imported.
+    wrong = tmp_path / "wrong"
+    wrong.write_text(bundle.new_passphrase() + "\n")
+    assert await two("import", str(out), "--passphrase-file", str(wrong)) == 1
+    assert "passphrase is wrong or the bundle was changed" in capsys.readouterr().err
+    assert await second.app.db.fetchone("SELECT 1 FROM communities WHERE did = ?", (did,)) is None
+    # The right one from the environment.
+    monkeypatch.setenv("COMMONROOM_HANDOVER_PASSPHRASE", passphrase)
+    assert await two("import", str(out), "--json") == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["did"] == did and answer["members"] == 3 and answer["restored"]["bans"] == 1
+    row = await second.app.db.fetchone("SELECT state, account_kind FROM communities WHERE did = ?", (did,))
+    assert (row["state"], row["account_kind"]) == ("active", "brought")
+    # Again: this instance has it now.
+    assert await two("import", str(out)) == 1
+    assert "already a community here" in capsys.readouterr().err
