@@ -18,6 +18,8 @@ NOTICES = {
     "left": "You left this community.",
     "withdrawn": "Your request to join was withdrawn.",
     "created": "Your community is ready. You are its primary admin.",
+    "imported": ("The community is here now, with its members, roles, bans, settings and history. Allow the "
+                 "apps it uses again in its settings (Trusted apps): app grants do not travel."),
     "profile": "The profile is saved.",
     "avatar": "The new avatar is saved.",
     "banner": "The new banner is saved.",
