@@ -122,7 +122,8 @@ class ImportPage(PageHandler):
             answer = await self.communities.import_bundle(found[0]["body"], passphrase, signed_in_actor(self))
         except ApiError as exc:
             if exc.code in _IMPORT_FIELDS:
-                errors.add(_IMPORT_FIELDS[exc.code], exc.message.rstrip("."))
+                message = exc.message.rstrip(".")
+                errors.add(_IMPORT_FIELDS[exc.code], message[:1].upper() + message[1:])
             elif exc.status in (401,) or exc.status >= 500 and exc.code != "pds_error":
                 raise
             else:
