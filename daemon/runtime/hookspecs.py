@@ -450,7 +450,8 @@ def cr_sync_events(app: "Application", events: "list[SyncEvent]") -> Awaitable[N
 
 
 @hookspec
-def cr_handover_state(app: "Application", community_did: str) -> "tuple[str, Any] | Awaitable[tuple[str, Any] | None] | None":
+def cr_handover_state(app: "Application",
+                      community_did: str) -> "tuple[str, Any] | Awaitable[tuple[str, Any] | None] | None":
     """What a plugin keeps of the community `community_did` that is not in its repo and
     should travel with it when it is handed over to another Commonroom (the sealed bundle,
     docs/communities.md "Handing a community over"): e.g. the records index's authors.

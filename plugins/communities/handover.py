@@ -204,7 +204,10 @@ async def export(app: Any, community: Any, actor: Any, *, to: str | None = None,
     from plugins.communities import bundle
     from plugins.communities.steps import community_lock, member_status, require_manager, require_role
 
+    from plugins.communities.common import destination
+
     did = community["did"]
+    to = destination(to)
     if not operator:
         await require_manager(app.db, community, actor.app_id)
         require_role(await member_status(app.db, did, actor.did), primary=True)

@@ -274,7 +274,7 @@ class Communities:
         """Hand the community over to another Commonroom (plugins/communities/handover.py):
         the sealed bundle's bytes, the passphrase shown once, what does not travel."""
         from plugins.communities import handover
-        async with self._denials_audited(row, actor, "community.hand_over"):
+        async with self._denials_audited(row, actor, "community.handover"):
             return await handover.export(self.app, row, actor, to=to)
 
     async def import_bundle(self, data: bytes, passphrase: str, actor: "Actor") -> dict[str, Any]:

@@ -52,7 +52,8 @@ class HandoverPage(PageHandler):
         errors = FormErrors(values=values)
         to = values["to"] or None
         if to is not None and (not to.startswith(("https://", "http://")) or " " in to or len(to) > 300):
-            errors.add("to", "Enter the new instance's address, such as https://commonroom.example.org, or leave it empty")
+            errors.add("to", "Enter the new instance's address, such as https://commonroom.example.org, "
+                             "or leave it empty")
         if not handle_confirmed(self.form, row):
             errors.add("confirmHandle", f"Type the community's handle, {row['handle']}, to hand it over")
         if errors:
