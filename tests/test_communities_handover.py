@@ -14,7 +14,7 @@ import pytest
 from tornado.testing import bind_unused_port
 
 from commonroom_testing.app import build_config, deep_merge
-from commonroom_testing.http import Client, serve_app
+from commonroom_testing.http import Client, login_as, serve_app
 from daemon.runtime.app import create_app
 from plugins.communities import bundle, handover
 from tests.fixtures_communities import Api, devnet_module_fixtures
@@ -39,7 +39,8 @@ def second(io_loop: Any, tmp_path: Any, template_db: Any, clock: Any,
     state = tmp_path / "second"
     state.mkdir()
     shutil.copy(template_db, state / template_db.name)
-    config, pm = build_config(state, deep_merge(config_overrides, {}), ())
+    # its own address, so the audit history it imports names instance 1, not itself
+    config, pm = build_config(state, deep_merge(config_overrides, {"server": {"base_url": "https://two.example"}}), ())
     app2 = io_loop.run_sync(lambda: create_app(config, pm, clock=clock, repeat_periodic=False))
     sock, port = bind_unused_port()
     serving = serve_app(io_loop, app2, sock, port)
@@ -65,6 +66,15 @@ async def hand_over(api: Api, devnet: Any, did: str, who: dict[str, str], **extr
                                  headers=proof(devnet, service, who, "community.commonroom.community.handover"))
 
 
+def png(size: tuple[int, int]) -> bytes:
+    import io
+
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("RGB", size, (30, 120, 200)).save(buf, "PNG")
+    return buf.getvalue()
+
+
 async def populated(app: Any, client: Client, people: Any) -> tuple[Api, str, dict[str, Any]]:
     """The issue's community: members, 2 admins, a custom role held by one, a ban with a reason
     and an expiry, an invite, settings changed, 5 records."""
@@ -86,6 +96,11 @@ async def populated(app: Any, client: Client, people: Any) -> tuple[Api, str, di
     resp = await client.put(path("/settings"), api_key=api.key,
                             json={"adminDid": alice["did"], "rosterVisibility": "members", "listed": False})
     assert resp.status == 200, resp.text
+    session = await login_as(app, alice["did"], alice["handle"])
+    for kind, size in (("avatar", (64, 64)), ("banner", (300, 100))):
+        resp = await client.post(f"/communities/{did}/{kind}", body=png(size), session=session,
+                                 headers={"Content-Type": "image/png"})
+        assert resp.status == 200, resp.text
     for i in range(5):
         resp = await api.post(path("/records"), {
             "userDid": carol["did"], "collection": COLLECTION,
@@ -116,6 +131,7 @@ async def what_it_shows(api: Api, did: str, admin: str, viewer: str, people_dids
         "checks": [(await api.post(path("/membership/check"), {"userDid": d})).json() for d in people_dids],
         "roles": (await got("/roles"))["roles"],
         "bans": strip((await got("/bans", adminDid=admin))["bans"]),
+        "invites": strip((await got("/invites", adminDid=admin))["invites"]),
         "settings": await got("/settings"),
         "records": sorted((r["uri"], r["cid"], json.dumps(r["value"], sort_keys=True))
                           for r in records["records"]),
@@ -130,6 +146,7 @@ async def test_instance_2_shows_what_instance_1_showed_and_instance_1_says_where
     before = await what_it_shows(api, did, alice["did"], alice["did"], dids)
 
     assert len(before["records"]) == 5 and before["bans"][0]["reason"] == "spam links"
+    assert before["details"]["avatar"] and before["details"]["banner"] and len(before["invites"]) == 1
     audit_before = await api.audit(did, alice["did"], limit=100)
 
     resp = await hand_over(api, devnet, did, alice, to=second.url)
@@ -169,6 +186,7 @@ async def test_instance_2_shows_what_instance_1_showed_and_instance_1_says_where
     history = [e for e in oldest_first if e["metadata"].get("imported")]
     assert [e["action"] for e in history] == [e["action"] for e in reversed(audit_before)]
     assert all(e["metadata"]["importedFrom"] == app.config.server.base_url.rstrip("/") for e in history)
+    assert oldest_first[0]["metadata"]["from"] == app.config.server.base_url.rstrip("/") != second.app.config.server.base_url
     ban_entry = next(e for e in history if e["action"] == "member.banned")
     assert ban_entry["reason"] == "spam links" and ban_entry["targetDid"] == who["erin"]["did"]
 
