@@ -186,7 +186,8 @@ async def test_instance_2_shows_what_instance_1_showed_and_instance_1_says_where
     history = [e for e in oldest_first if e["metadata"].get("imported")]
     assert [e["action"] for e in history] == [e["action"] for e in reversed(audit_before)]
     assert all(e["metadata"]["importedFrom"] == app.config.server.base_url.rstrip("/") for e in history)
-    assert oldest_first[0]["metadata"]["from"] == app.config.server.base_url.rstrip("/") != second.app.config.server.base_url
+    imported_from = oldest_first[0]["metadata"]["from"]
+    assert imported_from == app.config.server.base_url.rstrip("/") != second.app.config.server.base_url
     ban_entry = next(e for e in history if e["action"] == "member.banned")
     assert ban_entry["reason"] == "spam links" and ban_entry["targetDid"] == who["erin"]["did"]
 

@@ -95,6 +95,7 @@ async def test_the_primary_admin_hands_the_community_over_and_sees_the_passphras
         assert resp.status in (404, 410) and passphrase not in await page.content()
         resp = await page.goto(f"{base}/c/{did}")
         assert resp.status == 410 and "https://two.example" in await page.locator("main").inner_text()
+        await pages.check(page, f"handover-gone-{tag}")
 
         # "bring your own account" takes the bundle back: a wrong passphrase first
         await page.goto(f"{base}/new")
