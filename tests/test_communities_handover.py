@@ -368,3 +368,17 @@ async def test_an_import_that_fails_while_rebuilding_is_undone_and_can_be_retrie
     assert imported["members"] == 3 and imported["restored"]["bans"] == 1
     first = await db.fetchone("SELECT action FROM audit_log WHERE community_did = ? ORDER BY id LIMIT 1", (did,))
     assert first["action"] == "community.imported"
+
+
+async def test_two_handovers_at_once_make_one_bundle(app, client, devnet, people):
+    import asyncio
+
+    api, did, who = await populated(app, client, people)
+    answers = await asyncio.gather(hand_over(api, devnet, did, who["alice"]),
+                                   hand_over(api, devnet, did, who["alice"]))
+    assert sorted(a.status for a in answers) == [200, 410], [a.text for a in answers]
+    refused = next(a for a in answers if a.status == 410).json()
+    assert refused["error"] == "community_moved"
+    handed = await app.db.fetchall("SELECT 1 FROM audit_log WHERE community_did = ? AND action = "
+                                   "'community.handed_over'", (did,))
+    assert len(handed) == 1

@@ -215,7 +215,8 @@ async def export(app: Any, community: Any, actor: Any, *, to: str | None = None,
         from plugins.communities import store
         row = await store.get_community(app.db, did)
         if row is None or row["state"] != "active":
-            raise ApiError(404, "community_not_found", f"{did} is not a community of this service")
+            from plugins.communities.steps import gone
+            raise await gone(app.db, did)  # a handover that finished meanwhile: 410, where it went
         if not operator:
             # a transfer may just have finished: the role is checked again under the lock
             require_role(await member_status(app.db, did, actor.did), primary=True)
