@@ -321,22 +321,20 @@ async def test_a_pds_failure_during_the_export_leaves_the_community_here(app, cl
     """The PDS failing to make the app password is simulated (a fake for a failure the devnet
     will not produce on demand): nothing changes, and the same request afterwards works."""
     from daemon.atproto.pds import PdsError
-    import daemon.atproto.accounts as accounts
 
     api, did, who = await populated(app, client, people)
-    real = accounts.handover_credential
+    real = handover.handover_credential
 
     async def failing(*args: Any, **kwargs: Any) -> str:
         raise PdsError("the PDS did not answer", pds_status=503)
-    monkeypatch.setattr(accounts, "handover_credential", failing)
-    monkeypatch.setattr("daemon.plugin.atproto.handover_credential", failing)
+    monkeypatch.setattr(handover, "handover_credential", failing)
     resp = await hand_over(api, devnet, did, who["alice"])
     assert resp.status == 502, resp.text
     assert (await api.get(f"/api/v1/communities/{did}")).status == 200
     assert await app.db.fetchone("SELECT 1 FROM community_accounts WHERE did = ?", (did,)) is not None
     assert (await api.join(did, people("gina")["did"])).status == 202  # still writable
 
-    monkeypatch.setattr("daemon.plugin.atproto.handover_credential", real)
+    monkeypatch.setattr(handover, "handover_credential", real)
     resp = await hand_over(api, devnet, did, who["alice"])
     assert resp.status == 200, resp.text
 
@@ -345,16 +343,14 @@ async def test_an_import_that_fails_while_rebuilding_is_undone_and_can_be_retrie
         app, client, devnet, people, second, monkeypatch):
     """The rebuild failing (the PDS going away mid-import) is simulated by a failing reindex:
     what the import wrote and the stored credentials are removed; the same bundle then imports."""
-    import plugins.communities.reindex as reindex_module
-
     api, did, who = await populated(app, client, people)
     answer = (await hand_over(api, devnet, did, who["alice"], to=second.url)).json()
     sealed = base64.b64decode(answer["bundle"])
-    real = reindex_module.reindex
+    real = handover.reindex
 
     async def failing(*args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("the PDS went away")
-    monkeypatch.setattr(reindex_module, "reindex", failing)
+    monkeypatch.setattr(handover, "reindex", failing)
     with pytest.raises(ConnectionError):
         await handover.import_bundle(second.app, sealed, answer["passphrase"], importer_did=None)
     db = second.app.db
@@ -363,7 +359,7 @@ async def test_an_import_that_fails_while_rebuilding_is_undone_and_can_be_retrie
                           ("records", "community_did")):
         assert await db.fetchone(f"SELECT 1 FROM {table} WHERE {column} = ?", (did,)) is None, table
 
-    monkeypatch.setattr(reindex_module, "reindex", real)
+    monkeypatch.setattr(handover, "reindex", real)
     imported = await handover.import_bundle(second.app, sealed, answer["passphrase"], importer_did=None)
     assert imported["members"] == 3 and imported["restored"]["bans"] == 1
     first = await db.fetchone("SELECT action FROM audit_log WHERE community_did = ? ORDER BY id LIMIT 1", (did,))

@@ -14,8 +14,19 @@ not restore and why.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
+
+from daemon.plugin import ApiError
+from daemon.plugin.atproto import (bring_own_account, delete_account_tx, forget_account, handover_credential, move_of,
+                                   new_tid, pds)
+from plugins.communities import bundle, store
+from plugins.communities.bundle import BundleError, open_bundle
+from plugins.communities.common import destination
+from plugins.communities.reindex import reindex
+from plugins.communities.steps import (community_lock, fetch_profile, gone, member_status, require_manager,
+                                       require_role, store_profile_tx)
 
 STATE_VERSION = 1
 SETTINGS = ("type", "roster_visibility", "listed", "require_user_proof", "description")
@@ -125,7 +136,6 @@ async def open_for_import(db: Any, data: bytes, passphrase: str) -> dict[str, An
     """The payload of a handover bundle this instance may import, or ImportRefused with
     nothing read into the index: a bundle that does not open (a wrong passphrase, a changed
     bundle, not a bundle), a payload of another kind, or a DID this instance already has."""
-    from plugins.communities.bundle import BundleError, open_bundle
 
     try:
         payload = open_bundle(data, passphrase)
@@ -199,23 +209,14 @@ async def export(app: Any, community: Any, actor: Any, *, to: str | None = None,
     transaction). A failure before that transaction leaves the community as it was (an app
     password made for a failed try stays on the PDS unused: the owner can revoke it).
     Answers the bundle's bytes, the passphrase (shown once) and what does not travel."""
-    from daemon.plugin import ApiError
-    from daemon.plugin.atproto import handover_credential, move_of, pds
-    from plugins.communities import bundle
-    from plugins.communities.steps import community_lock, member_status, require_manager, require_role
-
-    from plugins.communities.common import destination
-
     did = community["did"]
     to = destination(to)
     if not operator:
         await require_manager(app.db, community, actor.app_id)
         require_role(await member_status(app.db, did, actor.did), primary=True)
     async with community_lock(app, did):
-        from plugins.communities import store
         row = await store.get_community(app.db, did)
         if row is None or row["state"] != "active":
-            from plugins.communities.steps import gone
             raise await gone(app.db, did)  # a handover that finished meanwhile: 410, where it went
         if not operator:
             # a transfer may just have finished: the role is checked again under the lock
@@ -257,7 +258,6 @@ async def mark_handed_over(app: Any, did: str, *, moved_to: str, actor_did: str)
     and its stored credentials and remembers where it went (`community_handovers`; `moved_to`
     may be empty: not said), with a `community.handed_over` audit entry; its DID then answers
     410 `community_moved`. The cached PDS session is dropped after, best effort."""
-    from plugins.communities.steps import community_lock
 
     async with community_lock(app, did):
         await _forget_tx_locked(app, did, moved_to=moved_to, actor_did=actor_did)
@@ -266,8 +266,6 @@ async def mark_handed_over(app: Any, did: str, *, moved_to: str, actor_did: str)
 
 async def _forget_tx_locked(app: Any, did: str, *, moved_to: str, actor_did: str,
                             operator: bool = False) -> None:
-    from daemon.plugin.atproto import delete_account_tx
-    from plugins.communities import store
 
     async with app.db.transaction("communities.handed_over") as tx:
         row = await store.get_community(tx, did)
@@ -291,7 +289,6 @@ async def _forget_tx_locked(app: Any, did: str, *, moved_to: str, actor_did: str
 
 
 async def _drop_session(app: Any, did: str) -> None:
-    from daemon.plugin.atproto import forget_account
     try:
         await forget_account(app, did)
     except Exception:  # noqa: BLE001 (handed over already; the session cache is best effort)
@@ -308,10 +305,6 @@ async def import_bundle(app: Any, data: bytes, passphrase: str, *, importer_did:
     pictures). A failure after the sign-in removes what the import wrote and the stored
     credentials: nothing changed, the same bundle can be imported again.
     `importer_did`: who imports (a signed-in person), None for an operator."""
-    from daemon.plugin import ApiError
-    from daemon.plugin.atproto import bring_own_account, forget_account, new_tid, pds
-    from plugins.communities import store
-    from plugins.communities.reindex import reindex
 
     payload = await open_for_import(app.db, data, passphrase)
     did = payload["did"]
@@ -384,10 +377,7 @@ async def import_bundle(app: Any, data: bytes, passphrase: str, *, importer_did:
 async def _fetch_profiles(app: Any, did: str, others: list[str], concurrency: int = 8) -> None:
     """The handles, names and avatars of the members and of `others` (the banned) for the
     lists (a join fetches them; a rebuilt index has none), best effort, a few at a time."""
-    import asyncio
 
-    from plugins.communities import store
-    from plugins.communities.steps import fetch_profile, store_profile_tx
 
     members = list(dict.fromkeys([m["member_did"] for m in await store.all_members_tx(app.db, did)] + others))
     gate = asyncio.Semaphore(concurrency)
