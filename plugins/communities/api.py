@@ -182,7 +182,7 @@ class HandoverHandler(ApiBase):
                body=obj({"adminDid": DID, "to": {"type": "string", "maxLength": 300,
                                                  "description": "the new instance's address (optional)"}},
                         ["adminDid"]),
-               responses={200: S.HANDOVER}, errors=(400, 403, 409, 502))
+               responses={200: S.HANDOVER}, errors=(400, 401, 403, 409, 410, 502))
     async def post(self, did: str) -> None:
         import base64
 
