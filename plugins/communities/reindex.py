@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.plugin.atproto import blob_cid
 from daemon.plugin.cli import add_json_flag, fail, print_rows, progress as show_progress
+from plugins.communities import handover_cli
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities
@@ -117,31 +118,19 @@ def cli_commands() -> dict[str, Any]:
         listing = actions.add_parser("list", help="every community, any state or type, newest first")
         listing.add_argument("--query", help="only those whose name, handle or description match")
         add_json_flag(listing)
+        handover_cli.add_actions(actions)
         moving = actions.add_parser("move", help="move a community's account to another PDS (resumes an "
                                                  "interrupted move); prints each step")
         moving.add_argument("did", help="the community's DID")
         moving.add_argument("--to", dest="to_pds", help="the new PDS's address (https://…); not needed to resume")
         moving.add_argument("--invite-code", help="an invite code, when the new PDS asks for one")
         add_json_flag(moving)
-        handing = actions.add_parser("handover", help="hand a community over to another Commonroom: writes the "
-                                                      "sealed bundle and prints its passphrase once")
-        handing.add_argument("did", help="the community's DID")
-        handing.add_argument("--out", required=True, help="where to write the bundle (a new file)")
-        handing.add_argument("--to", dest="to_url", help="the new instance's address, shown to visitors here "
-                                                         "(optional)")
-        importing = actions.add_parser("import", help="import a community handed over from another Commonroom")
-        importing.add_argument("file", help="the handover bundle")
-        importing.add_argument("--passphrase-file", help="a file holding the passphrase (else "
-                                                         "$COMMONROOM_HANDOVER_PASSPHRASE, else asked)")
-        add_json_flag(importing)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
+        if args.action in handover_cli.ACTIONS:
+            return await handover_cli.run(app, args)
         if args.action == "move":
             return await move_command(app, args)
-        if args.action == "handover":
-            return await handover_command(app, args)
-        if args.action == "import":
-            return await import_command(app, args)
         query = store.fts_query(args.query) if args.query else None
         if args.query and query is None:
             return fail("--query needs a word to search for", 2)
@@ -177,77 +166,6 @@ def cli_commands() -> dict[str, Any]:
             print(json.dumps({"did": args.did, "pdsUrl": done["pds_url"], "state": "moved"}))
         else:
             print(f"moved {args.did} to {done['pds_url']}")
-        return 0
-
-    async def handover_command(app: "Application", args: argparse.Namespace) -> int:
-        import os
-
-        from daemon.plugin import ApiError
-        from plugins.communities import common, handover
-        row = await store.get_community(app.db, args.did)
-        if row is None or row["state"] != "active":
-            return fail(f"communities handover: no community {args.did} here")
-        try:
-            to = common.destination(args.to_url)
-        except ApiError:
-            return fail("communities handover: --to must be the new instance's address (https://…)", 2)
-        try:
-            # O_EXCL: never overwrite a file (an earlier bundle, or anything else)
-            fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except OSError as exc:
-            return fail(f"communities handover: cannot create {args.out}: {exc.strerror}")
-        try:
-            answer = await handover.export(app, row, None, to=to, operator=True)
-        except ApiError as exc:
-            os.close(fd)
-            os.unlink(args.out)
-            return fail(f"communities handover: {exc.message} Nothing changed.")
-        with os.fdopen(fd, "wb") as out:
-            out.write(answer["bundle"])
-        print(f"handed over {row['handle']} ({args.did}); the bundle is in {args.out}")
-        print(f"passphrase (shown only now; give it to the new instance apart from the bundle): "
-              f"{answer['passphrase']}")
-        print("this instance has forgotten the community; not carried:")
-        for item in answer["notCarried"]:
-            print(f"  - {item}")
-        return 0
-
-    async def import_command(app: "Application", args: argparse.Namespace) -> int:
-        import getpass
-        import json
-        import os
-
-        from daemon.plugin import ApiError
-        from plugins.communities import bundle, handover
-        try:
-            with open(args.file, "rb") as f:
-                data = f.read(bundle.MAX_BUNDLE_BYTES + 1)
-        except OSError as exc:
-            return fail(f"communities import: cannot read {args.file}: {exc.strerror}")
-        if args.passphrase_file:
-            try:
-                with open(args.passphrase_file, encoding="utf-8") as f:
-                    passphrase = f.read().strip()
-            except OSError as exc:
-                return fail(f"communities import: cannot read {args.passphrase_file}: {exc.strerror}")
-        elif os.environ.get("COMMONROOM_HANDOVER_PASSPHRASE"):
-            passphrase = os.environ["COMMONROOM_HANDOVER_PASSPHRASE"]
-        else:
-            passphrase = getpass.getpass("The bundle's passphrase: ")
-        try:
-            answer = await handover.import_bundle(app, data, passphrase, importer_did=None)
-        except handover.ImportRefused as exc:
-            return fail(f"communities import: {exc} ({exc.code})")
-        except ApiError as exc:
-            return fail(f"communities import: {exc.message} Nothing was imported.")
-        if args.json:
-            print(json.dumps(answer))
-            return 0
-        print(f"imported {answer['handle']} ({answer['did']}) from {answer['from']}: {answer['members']} member(s), "
-              f"admins {answer['admins']}, {answer['restored']['bans']} ban(s), "
-              f"{answer['restored']['invites']} invite(s), {answer['restored']['auditEntries']} audit entries")
-        for item in answer["notRestored"]:
-            print(f"  not restored: {item}")
         return 0
 
     return {"reindex": ("rebuild a community's local index from its repo on the PDS", add_arguments, run),
