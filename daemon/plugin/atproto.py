@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from daemon.atproto.accounts import (bring_own_account, community_repo, CommunityAccount, delete_account_tx,
                                      fetch_handle_domain, forget_account, provision_account)
-from daemon.atproto.accounts import handover_credential
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
+from daemon.atproto.accounts import handover_credential
 from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, require_pds_url, resume_move,
                                   service_key_listed, STEPS as MOVE_STEPS, unfinished_moves, writes_settled)
 from daemon.atproto.plc import plc_data, require_did_key, RotationKey
