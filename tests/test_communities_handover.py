@@ -378,3 +378,32 @@ async def test_two_handovers_at_once_make_one_bundle(app, client, devnet, people
     handed = await app.db.fetchall("SELECT 1 FROM audit_log WHERE community_did = ? AND action = "
                                    "'community.handed_over'", (did,))
     assert len(handed) == 1
+
+
+async def test_an_instance_that_holds_creations_for_approval_refuses_a_persons_import(
+        io_loop, tmp_path, template_db, clock, config_overrides, app, client, devnet, people):
+    """An import brings an account; under `instance.creation: approval` (cr_hold_action) people
+    may not bring one, so neither may they import (operators import from the command line)."""
+    from daemon.runtime.app import Application
+    if not hasattr(Application, "hold_action"):
+        pytest.skip("this tree has no cr_hold_action (the instance plugin's creation approval)")
+    state = tmp_path / "approving"
+    state.mkdir()
+    shutil.copy(template_db, state / template_db.name)
+    config, pm = build_config(state, deep_merge(config_overrides, {"instance": {"creation": "approval"}}), ())
+    strict = await create_app(config, pm, clock=clock, repeat_periodic=False)
+    try:
+        api, did, who = await populated(app, client, people)
+        answer = (await hand_over(api, devnet, did, who["alice"])).json()
+        sealed = base64.b64decode(answer["bundle"])
+        from daemon.plugin import ApiError
+        with pytest.raises(ApiError) as caught:
+            await handover.import_bundle(strict, sealed, answer["passphrase"], importer_did=who["bob"]["did"])
+        assert (caught.value.status, caught.value.code) == (403, "creation_not_allowed")
+        assert await strict.db.fetchone("SELECT 1 FROM communities WHERE did = ?", (did,)) is None
+        assert await strict.db.fetchone("SELECT 1 FROM community_accounts WHERE did = ?", (did,)) is None
+        # an operator imports it
+        imported = await handover.import_bundle(strict, sealed, answer["passphrase"], importer_did=None)
+        assert imported["did"] == did
+    finally:
+        await strict.shutdown()
