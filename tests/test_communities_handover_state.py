@@ -1,7 +1,7 @@
 """The local-only part of a community that a handover carries (plugins/communities/handover.py):
 settings, bans with reason and expiry, invites and the audit log, read on one side and
-written on the other. Both communities live in one test database here (seeded, no PDS): the
-two-instance handover over the devnet is not built yet."""
+written on the other. Both communities live in one test database here (seeded, no PDS); the
+two-instance handover over the devnet is tests/test_communities_handover.py."""
 
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ PUBLIC_NAMES: dict[str, list[str]] = {
         "normalize_handle", "new_tid", "nsid_problem", "pds", "roll_back", "WriteKind", "Intent",
         "KeyedLocks", "Command", "Plan", "Run", "KEEP", "DROP_UNWRITTEN", "ROLL_BACK", "community_repo",
         "delete_account_tx", "CommunityAccount", "provision_account", "bring_own_account",
-        "fetch_handle_domain", "forget_account", "Interest", "SyncEvent", "RecordOp",
+        "fetch_handle_domain", "forget_account", "handover_credential", "Interest", "SyncEvent", "RecordOp",
         "record_account_status_tx", "account_status", "RotationKey", "require_did_key", "plc_data", "begin_move_tx",
         "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled", "moving_error",
         "MOVE_STEPS", "service_key_listed", "require_pds_url", "add_recovery_key", "request_plc_token"],

@@ -389,7 +389,8 @@ async def test_delete_asks_for_the_handle_and_only_the_primary_admin_may(client,
     assert f"type the community's handle: {handle}" in page and "cannot be undone" in page
     # What becomes of the account is said before the deletion, and another way out is offered.
     assert "neither deleted nor deactivated" in page and "recovery key" in page
-    assert "Rather keep it going without you?" in page and "other ways out" in page
+    assert "Rather keep it going without you?" in page and "hand it over to another Commonroom" in page
+    assert "move it to another PDS" in page
     resp = await client.post(f"/c/{did}/settings/delete", **form(primary, {"confirmHandle": "not-it"}))
     assert resp.status == 400
     assert '<a href="#confirmHandle">' in resp.text and 'value="not-it"' in resp.text

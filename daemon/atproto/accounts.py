@@ -410,6 +410,39 @@ async def _end_session(app: Application, pds_url: str, refresh_jwt: Any) -> None
         log.info("could not end a PDS session: %s", exc.message)
 
 
+async def handover_credential(app: Application, did: str, name: str) -> str:
+    """A credential another service can sign in to the community account `did` with, for
+    handing the account over: a new app password named `name`, made on its PDS
+    (``com.atproto.server.createAppPassword``) when this service holds the account's own
+    password (a provisioned account); for a brought account (this service holds only an app
+    password, which may not make another) the app password its owner gave, which the owner
+    can revoke in the account's settings. 404 without stored credentials; PDS errors as
+    ``pds`` raises them. The answer is a secret: never log it."""
+    row = await account_row(app.db, did)
+    if row is None:
+        raise ApiError(404, "not_found", f"no credentials are stored for the account {did}")
+    if row["origin"] != "provisioned":
+        try:
+            return app.secrets.open(row["password_sealed"], _password_ctx(did))
+        except SecretBoxError as exc:
+            raise ApiError(500, "credentials_unreadable",
+                           f"the stored credentials of {did} cannot be decrypted ({exc})") from None
+    token = await _access_token(app, did)
+    try:
+        res = await xrpc(app, "POST", row["pds_url"], "com.atproto.server.createAppPassword",
+                         json={"name": name}, auth=token)
+    except PdsError as exc:
+        if not exc.is_auth_failure:
+            raise
+        res = await xrpc(app, "POST", row["pds_url"], "com.atproto.server.createAppPassword",
+                         json={"name": name}, auth=await _access_token(app, did, token))
+    password = res.get("password")
+    if not isinstance(password, str) or not password:
+        raise PdsError("the PDS's createAppPassword answer holds no password")
+    log.info("made an app password for handing over %s", did)
+    return password
+
+
 # ------------------------------------------------------------------ acting as an account
 
 

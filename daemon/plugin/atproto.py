@@ -15,6 +15,7 @@ from daemon.atproto.accounts import (add_recovery_key, bring_own_account, commun
                                      request_plc_token)
 from daemon.atproto.identity import DidInfo, require_known_did, resolve_did, resolve_identity
 from daemon.atproto.pds import blob_cid, blob_url, get_record, read_user_profile
+from daemon.atproto.accounts import handover_credential
 from daemon.atproto.moves import (abandon_move, begin_move_tx, move_of, moving_error, require_pds_url, resume_move,
                                   service_key_listed, STEPS as MOVE_STEPS, unfinished_moves, writes_settled)
 from daemon.atproto.plc import plc_data, require_did_key, RotationKey
@@ -33,7 +34,8 @@ __all__ = [
     "require_handle", "require_nsid", "require_rkey", "require_at_uri", "normalize_handle", "new_tid",
     "nsid_problem", "pds", "roll_back", "WriteKind", "Intent", "KeyedLocks", "Command", "Plan", "Run", "KEEP",
     "DROP_UNWRITTEN", "ROLL_BACK", "community_repo", "delete_account_tx", "CommunityAccount",
-    "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "Interest", "SyncEvent",
+    "provision_account", "bring_own_account", "fetch_handle_domain", "forget_account", "handover_credential",
+    "Interest", "SyncEvent",
     "RecordOp", "record_account_status_tx", "account_status", "RotationKey", "require_did_key", "plc_data",
     "begin_move_tx", "resume_move", "abandon_move", "move_of", "unfinished_moves", "writes_settled",
     "moving_error", "MOVE_STEPS", "service_key_listed", "require_pds_url", "add_recovery_key", "request_plc_token",

@@ -521,6 +521,37 @@ def cr_sync_events(app: "Application", events: "list[SyncEvent]") -> Awaitable[N
     """
 
 
+# ------------------------------------------------------------------ handing a community over
+
+
+@hookspec
+def cr_handover_state(app: "Application",
+                      community_did: str) -> "tuple[str, Any] | Awaitable[tuple[str, Any] | None] | None":
+    """What a plugin keeps of the community `community_did` that is not in its repo and
+    should travel with it when it is handed over to another Commonroom (the sealed bundle,
+    docs/communities.md "Handing a community over"): e.g. the records index's authors.
+    Called under the community's lock, before the bundle is sealed; do no PDS writes.
+
+    :return: ``(name, state)``, `state` JSON-serialisable, `name` the plugin's own key
+        (its config section's name), or None when it keeps nothing; or an awaitable of it.
+        Every result is carried.
+    """
+
+
+@hookspec
+def cr_handover_restore_tx(app: "Application", tx: "Transaction", community_did: str,
+                           states: dict[str, Any]) -> Awaitable[list[str] | None] | list[str] | None:
+    """Write back, in the importing instance's transaction `tx`, what `cr_handover_state`
+    carried: `states` maps each name to its state (a plugin reads its own key, absent when
+    the old instance did not run it). The community's index row exists (being rebuilt);
+    its members, admins and roles are rebuilt from the repo after this commits. Do no
+    network I/O. Raising refuses the import (nothing is written).
+
+    :return: None, or sentences naming what was not restored and why (shown to the
+        importer); or an awaitable of either.
+    """
+
+
 # ------------------------------------------------------------------ command line
 
 

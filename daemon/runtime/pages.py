@@ -273,6 +273,8 @@ class PageHandler(BaseHandler):
             kind, heading = "pds", "A server we depend on did not answer"
         elif status == 403:  # any refusal, a plugin's own codes too (not_member, not_allowed...)
             kind, heading = "forbidden", "You do not have permission for this"
+        elif status == 410:  # gone for good, e.g. a community handed over to another instance
+            kind, heading = "gone", "No longer here"
         elif status == 429:
             kind, heading = "rate_limited", "Too many requests"
         elif status >= 500:

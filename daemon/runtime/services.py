@@ -207,6 +207,15 @@ class CommunitiesService(Protocol):
         the move's progress (docs/communities.md, "Moving to another PDS")."""
     async def move_progress(self, row: "Row") -> dict[str, Any]:
         """``{state: "none", pdsUrl}``, or the progress of the community's move."""
+    async def hand_over(self, row: "Row", actor: "Actor", *, to: str | None = None) -> dict[str, Any]:
+        """Hand the community over to another Commonroom (its primary admin): the sealed
+        bundle (``bundle``, bytes; ``filename``), its ``passphrase`` (shown once) and what does
+        not travel (``notCarried``); this instance then forgets it (docs/communities.md,
+        "Handing a community over to another Commonroom")."""
+    async def import_bundle(self, data: bytes, passphrase: str, actor: "Actor") -> dict[str, Any]:
+        """Import a handover bundle as `actor` ("bring your own account"): the community, its
+        local state and audit history; refusals (``bundle_refused``, ``community_exists``,
+        ``bundle_credentials_refused``, …) change nothing."""
     async def approve(self, row: "Row", member_did: str, actor: "Actor") -> dict[str, Any]: ...
     async def reject(self, row: "Row", member_did: str, actor: "Actor", reason: str | None) -> dict[str, Any]: ...
     async def remove(self, row: "Row", member_did: str, actor: "Actor", reason: str | None) -> dict[str, Any]: ...

@@ -174,6 +174,40 @@ class MoveHandler(ApiBase):
         self.send_json(await communities_of(self.app).move_progress(row))
 
 
+class HandoverHandler(ApiBase):
+    """Hand the community over to another Commonroom (docs/communities.md, "Handing a
+    community over"): its primary admin, through a managing app, always proven. The answer
+    holds the sealed bundle and its passphrase, once (`Cache-Control: no-store`); this
+    instance then forgets the community and answers 410 `community_moved` for it."""
+
+    user_methods = {"POST": UserMethod("community.handover", "adminDid",
+                                       "Hand a community over to another Commonroom")}
+
+    @operation("Hand the community over to another Commonroom (its primary admin, through a managing app): "
+               "the sealed bundle and its passphrase, shown once",
+               body=obj({"adminDid": DID, "to": {"type": "string", "maxLength": 300,
+                                                 "description": "the new instance's address (optional)"}},
+                        ["adminDid"]),
+               responses={200: S.HANDOVER}, errors=(400, 401, 403, 409, 410, 502))
+    async def post(self, did: str) -> None:
+        import base64
+
+        row = await self.community(did)
+        body = self.json_body()
+        admin = require_did(body.get("adminDid"), "adminDid")
+        to = common.destination(validate.string(body, "to", required=False, max_len=300))
+        # The bundle carries a password to the account: the primary admin proves it is them,
+        # whatever the community's requireUserProof says (as for a move).
+        if not await self.app.proofs.acting_user(self, admin, self.user_methods["POST"], True):
+            raise ApiError(401, "user_proof_required",
+                           "Handing a community over needs the primary admin's service-auth token "
+                           "(identity.user_proof is off here: hand it over from the web app's Danger zone).")
+        actor = Actor(admin, self.principal.app_id, True)
+        answer = await communities_of(self.app).hand_over(row, actor, to=to)
+        self.set_header("Cache-Control", "no-store")
+        self.send_json({**answer, "bundle": base64.b64encode(answer["bundle"]).decode("ascii")})
+
+
 class JoinHandler(ApiBase):
     user_methods = {"POST": UserMethod("membership.join", "userDid", "Join, or ask to join, a community")}
 
@@ -468,6 +502,7 @@ def routes() -> list[tuple]:
         (base + r"/admins/(promote|demote|transfer)", AdminsHandler),
         (base + r"/audit-log", AuditLogHandler),
         (base + r"/move", MoveHandler),
+        (base + r"/handover", HandoverHandler),
         (base + r"/apps/" + APP_ID, AppVisibilityHandler),
     ]
 

@@ -179,3 +179,15 @@ async def community_for(handler: BaseHandler, raw_did: str) -> Row:
 async def created(handler: BaseHandler, did: str, viewer: str) -> dict[str, Any]:
     row = await store.get_community(handler.app.db, did)
     return await handler.app.communities.details(row, viewer, app_of(handler))
+
+
+def destination(to: str | None) -> str | None:
+    """Where a handed-over community goes, as its primary admin gave it (optional): an
+    http(s) address, without a trailing slash; None when not given."""
+    from daemon.plugin import validate
+    if to is None or not to.strip():
+        return None
+    to = to.strip().rstrip("/")
+    if not to.startswith(("https://", "http://")) or any(ch.isspace() for ch in to) or len(to) < 10:
+        raise validate.invalid("to", "must be the new instance's address (https://…), or left out")
+    return to

@@ -289,6 +289,23 @@ class Communities:
         self.app.spawn(move.run(self.app, row["did"]), name=f"communities.move:{row['did']}")
         return answer
 
+    async def hand_over(self, row: "Row", actor: "Actor", *, to: str | None = None) -> dict[str, Any]:
+        """Hand the community over to another Commonroom (plugins/communities/handover.py):
+        the sealed bundle's bytes, the passphrase shown once, what does not travel."""
+        from plugins.communities import handover
+        async with self._denials_audited(row, actor, "community.handover"):
+            return await handover.export(self.app, row, actor, to=to)
+
+    async def import_bundle(self, data: bytes, passphrase: str, actor: "Actor") -> dict[str, Any]:
+        """Import a handover bundle ("bring your own account"); refusals are `ApiError`s
+        with nothing changed."""
+        from plugins.communities import handover
+        try:
+            return await handover.import_bundle(self.app, data, passphrase, importer_did=actor.did,
+                                                app_id=actor.app_id)
+        except handover.ImportRefused as exc:
+            raise ApiError(exc.status, exc.code, str(exc)) from None
+
     async def move_progress(self, row: "Row") -> dict[str, Any]:
         from daemon.plugin.atproto import move_of
         from plugins.communities import move

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from daemon.plugin.atproto import blob_cid
 from daemon.plugin.cli import add_json_flag, fail, print_rows, progress as show_progress
+from plugins.communities import handover_cli
 from plugins.communities.steps import audit_tx, community_lock, community_repo_for, nsid
 from plugins.communities import roles
 from plugins.communities.capabilities import plugin_capabilities
@@ -57,7 +58,8 @@ async def reindex(app: "Application", did: str,
             for member_did in set(local) - set(proofs):
                 await store.delete_member_tx(tx, did, member_did)
                 removed += 1
-            for member_did, (rkey, value) in proofs.items():
+            # oldest proof first (rkeys are TIDs): members added keep the order they joined in
+            for member_did, (rkey, value) in sorted(proofs.items(), key=lambda item: item[1][0]):
                 if member_did not in local:
                     await store.insert_member_tx(
                         tx, community_did=did, member_did=member_did,
@@ -116,6 +118,7 @@ def cli_commands() -> dict[str, Any]:
         listing = actions.add_parser("list", help="every community, any state or type, newest first")
         listing.add_argument("--query", help="only those whose name, handle or description match")
         add_json_flag(listing)
+        handover_cli.add_actions(actions)
         moving = actions.add_parser("move", help="move a community's account to another PDS (resumes an "
                                                  "interrupted move); prints each step")
         moving.add_argument("did", help="the community's DID")
@@ -133,6 +136,8 @@ def cli_commands() -> dict[str, Any]:
         add_json_flag(keying)
 
     async def communities(app: "Application", args: argparse.Namespace) -> int:
+        if args.action in handover_cli.ACTIONS:
+            return await handover_cli.run(app, args)
         if args.action == "move":
             return await move_command(app, args)
         if args.action == "recovery-key":

@@ -106,6 +106,16 @@ MOVE = obj({
     "state": {"type": "string", "enum": ["none", "moving"]}, "pdsUrl": STRING, "fromPds": STRING, "toPds": STRING,
     "step": STRING, "stepWords": STRING, "stepsDone": INTEGER, "stepsTotal": INTEGER, "error": STRING_OR_NULL,
     "startedAt": DATETIME, "updatedAt": DATETIME}, ["state"])
+HANDOVER = obj({
+    "did": DID, "handle": STRING, "displayName": STRING, "pds": STRING,
+    "movedTo": {**STRING_OR_NULL, "description": "where the admin said it goes (null: not said)"},
+    "bundle": {"type": "string", "description": "the sealed handover bundle (docs/communities.md, format version 1), base64"},
+    "filename": STRING,
+    "passphrase": {"type": "string", "description": "opens the bundle; shown only in this answer"},
+    "passphraseNote": STRING,
+    "carried": obj({"bans": INTEGER, "invites": INTEGER, "auditEntries": INTEGER}),
+    "notCarried": {"type": "array", "items": STRING, "description": "what does not travel, in words"}},
+    ["did", "bundle", "passphrase", "notCarried"])
 CREATED = obj({**DETAILS["properties"], "recoveryKey": RECOVERY_KEY}, DETAILS.get("required", []))
 
 

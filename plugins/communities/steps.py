@@ -199,10 +199,12 @@ async def gone(reader: Reader, did: str) -> ApiError:
     moved = await reader.fetchone("SELECT * FROM community_handovers WHERE did = ?", (did,))
     if moved is None:
         return NOT_FOUND(did)
-    return ApiError(410, "community_moved",
-                    f"{moved['display_name']} left this instance: it was handed over to "
-                    f"{moved['moved_to']} on {moved['handed_over_at'][:10]}. Use it there.",
-                    details={"movedTo": moved["moved_to"], "handedOverAt": moved["handed_over_at"]})
+    where = moved["moved_to"] or None  # empty: its primary admin did not say
+    said = (f"it was handed over to {where} on {moved['handed_over_at'][:10]}. Use it there." if where else
+            f"it was handed over to another Commonroom on {moved['handed_over_at'][:10]} (its primary "
+            "admin did not say which). Ask its admins where it went.")
+    return ApiError(410, "community_moved", f"{moved['display_name']} left this instance: {said}",
+                    details={"movedTo": where, "handedOverAt": moved["handed_over_at"]})
 
 
 async def active_tx(tx: Transaction, did: str) -> Row:

@@ -55,3 +55,26 @@ def cr_write_kinds(app: Any) -> list[Any]:
 def cr_event_kinds() -> list[Any]:
     from plugins.records.declarations import EVENT_KINDS
     return EVENT_KINDS
+
+
+@hookimpl
+def cr_handover_state(app: Any, community_did: str) -> Any:
+    # The records index (with each record's author, which the repo does not say), the
+    # collection allowlist and the permissions travel with a handed-over community.
+    from plugins.records import store
+
+    async def state() -> tuple[str, Any]:
+        return ("records", await store.community_state(app.db, community_did))
+    return state()
+
+
+@hookimpl
+def cr_handover_restore_tx(app: Any, tx: Any, community_did: str, states: dict[str, Any]) -> Any:
+    from plugins.records import store
+
+    state = states.get("records")
+    if not isinstance(state, dict):
+        return None
+    if state.get("version") != 1:
+        raise ValueError(f"the bundle's records state has version {state.get('version')!r}; this service reads 1")
+    return store.restore_community_state_tx(tx, community_did, state)

@@ -106,3 +106,46 @@ async def replace_tx(tx: Transaction, community_did: str,
     await tx.executemany(
         "INSERT INTO record_permissions (community_did, collection, create_rule, update_rule, delete_rule) "
         "VALUES (?, ?, ?, ?, ?)", [(community_did, *r) for r in rules])
+
+
+# ==================================================================
+# Handing a community over (cr_handover_state / cr_handover_restore_tx).
+# ==================================================================
+
+RECORD_FIELDS = ("collection", "rkey", "uri", "cid", "author_did", "value", "created_at", "updated_at", "updated_by")
+PERMISSION_FIELDS = ("collection", "create_rule", "update_rule", "delete_rule")
+
+
+async def community_state(db: Reader, community_did: str) -> dict[str, Any]:
+    """This plugin's rows of a community, as a handover bundle carries them (app ids stay:
+    apps are per instance)."""
+    records = await db.fetchall(f"SELECT {', '.join(RECORD_FIELDS)} FROM records WHERE community_did = ? "
+                                "ORDER BY id", (community_did,))
+    settings = await db.fetchone("SELECT allowed_collections, updated_at, updated_by FROM record_collection_settings "
+                                 "WHERE community_did = ?", (community_did,))
+    permissions = await db.fetchall(f"SELECT {', '.join(PERMISSION_FIELDS)} FROM record_permissions "
+                                    "WHERE community_did = ? ORDER BY collection", (community_did,))
+    return {"version": 1, "records": [dict(r) for r in records],
+            "collectionSettings": dict(settings) if settings is not None else None,
+            "permissions": [dict(p) for p in permissions]}
+
+
+async def restore_community_state_tx(tx: Transaction, community_did: str, state: dict[str, Any]) -> None:
+    """Write back what `community_state` read, for the same community on another instance."""
+    for r in state.get("records") or []:
+        await tx.execute(
+            "INSERT INTO records (community_did, collection, rkey, uri, cid, author_did, app_id, value, created_at, "
+            "updated_at, updated_by) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?) "
+            "ON CONFLICT (community_did, collection, rkey) DO NOTHING",
+            (community_did, *(r[k] for k in RECORD_FIELDS)))
+    settings = state.get("collectionSettings")
+    if settings:
+        await tx.execute(
+            "INSERT INTO record_collection_settings (community_did, allowed_collections, updated_at, updated_by, "
+            "app_id) VALUES (?, ?, ?, ?, NULL) ON CONFLICT (community_did) DO NOTHING",
+            (community_did, settings["allowed_collections"], settings["updated_at"], settings["updated_by"]))
+    for p in state.get("permissions") or []:
+        await tx.execute(
+            "INSERT INTO record_permissions (community_did, collection, create_rule, update_rule, delete_rule) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (community_did, collection) DO NOTHING",
+            (community_did, *(p[k] for k in PERMISSION_FIELDS)))

@@ -286,7 +286,7 @@ class SignOutAction(PageHandler):
 
 
 def routes() -> list[tuple]:
-    from plugins.web import admin, developer, invites, moderation, pictures
+    from plugins.web import admin, developer, handover, invites, moderation, pictures
     return [
         (r"/", HomePage),
         (STATIC_PATTERN, StaticHandler),
@@ -297,4 +297,5 @@ def routes() -> list[tuple]:
         (r"/c/" + IDENT, CommunityPage),
         (r"/c/" + IDENT + r"/join", JoinAction),
         (r"/c/" + IDENT + r"/leave", LeaveAction),
-    ] + admin.routes() + moderation.routes() + invites.routes() + pictures.routes() + developer.routes()
+    ] + admin.routes() + moderation.routes() + invites.routes() + pictures.routes() + developer.routes() \
+        + handover.routes()

@@ -40,6 +40,8 @@ NOTICES = {
     "transferred": "The primary admin role was handed over. You are still an admin.",
     "deleted": ("The community was deleted. Its account was left as is on its server (not deactivated, not "
                 "deleted): whoever holds its recovery key, or its owner if it was brought, still controls it."),
+    "imported": ("The community is here now, with its members, roles, bans, settings and history. Allow the "
+                 "apps it uses again in its settings (Trusted apps): app grants do not travel."),
     "app_allowed": "{app} was granted access.",
     "app_revoked": "The access of {app} was revoked.",
     "invite_revoked": "The invite was revoked: its link no longer lets anyone in.",
