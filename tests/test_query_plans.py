@@ -75,6 +75,9 @@ FILL: dict[str, dict[str, str]] = {
     "plugins/communities/store.py::profiles": {"marks": "?, ?, ?"},
     "plugins/instance/store.py::suspensions": {"marks": "?, ?, ?"},
     "plugins/instance/requests_store.py::listing": {"marks": "?, ?, ?", "order": "ASC"},
+    "plugins/records/store.py::community_state": {
+        "', '.join(RECORD_FIELDS)": "collection, rkey, uri, cid, author_did, value, created_at, updated_at, updated_by",
+        "', '.join(PERMISSION_FIELDS)": "collection, create_rule, update_rule, delete_rule"},
     "plugins/communities/store.py::communities_by_dids_tx": {"marks": "?, ?, ?"},
     "plugins/webhooks/store.py::all_webhooks": {"where": "WHERE w.app_id = ?"},
 }
