@@ -3,8 +3,9 @@
 A profiler hook records every file of this repository that a call enters while one
 `members/join` is answered. Every product file counts, the request plumbing and the core's
 libraries as much as the join's own: the files entered must be exactly the ones the docs
-table names, and at most 25, as issue 23 asks (33 before issue 23's join walk put together
-what belongs together)."""
+table names, and at most 25, as issue 23 asked (33 before issue 23's join walk put together
+what belongs together), plus the 3 files of the instance-wide policy every join asks since
+issue 38."""
 
 from __future__ import annotations
 
@@ -56,4 +57,6 @@ async def test_a_join_enters_exactly_the_documented_files(app, client, people):
 
     documented = documented_files()
     assert sorted(entered) == sorted(documented), (entered, documented)
-    assert len(entered) <= 25, entered  # every product file (issue 23, item 11)
+    # every product file: at most 25 (issue 23, item 11), plus the 3 of the instance-wide policy every
+    # join asks since issue 38 (the instance plugin's hook and policy, the network's account status)
+    assert len(entered) <= 28, entered

@@ -44,6 +44,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("plugins/web/static/favicon.svg", "plugins/web/static/app.css", "plugins/web/templates/base.html",
                    "plugins/instance/templates/overview.html", "plugins/reports/templates/queue.html",
+                   "plugins/instance/lexicons/community.commonroom.instance.report.json",
                    "store/migrations/0001_core.sql", "plugins/communities/migrations/0001_communities.sql",
                    f"commonroom-{__version__}.data/data/share/commonroom/systemd/commonroom.service",
                    f"commonroom-{__version__}.data/data/share/commonroom/config.yaml"):

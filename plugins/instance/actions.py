@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemon.plugin import ApiError, iso, is_did
+from plugins.instance.policy import ban_in_force  # noqa: F401 (the console and tests ask it here)
 from plugins.instance import audit, store
 
 MAX_REASON = 500
@@ -137,31 +138,6 @@ async def unban(app: Any, operator_did: str, subject: Any, *, via: str = "web") 
             raise ApiError(404, "not_banned", f"{subject} is not banned on this instance.")
         await audit.record_tx(tx, now, operator_did, "person.unban", subject, via=via)
     return {"subject": subject, "status": "unbanned"}
-
-
-async def ban_in_force(app: Any, did: str, handle: str | None = None) -> Any:
-    """The ban that holds `did` now (on the DID, or on its handle's domain), or None. The
-    handle is resolved (cached) only when a domain ban exists."""
-    now = app.clock.iso_now()
-    row = await store.ban_of_did(app.db, did, now)
-    if row is not None:
-        return row
-    domains = await store.domain_bans(app.db, now)
-    if not domains:
-        return None
-    if handle is None:
-        from daemon.plugin.atproto import resolve_did
-        try:
-            handle = (await resolve_did(app, did)).handle
-        except ApiError:
-            return None
-    if not handle:
-        return None
-    handle = handle.lower()
-    for row in domains:
-        if handle.endswith(row["subject"][1:]):
-            return row
-    return None
 
 
 # ------------------------------------------------------------------ communities

@@ -10,7 +10,6 @@ from typing import Any
 from daemon.plugin import ApiError, CommunitiesService
 from daemon.plugin.atproto import account_status, resolve_did
 from plugins.instance import store
-from plugins.instance.actions import ban_in_force
 
 WHAT_TO_DO = {"allowlist": "Ask the instance's operators to add you to the list of people who may create.",
               "operators": "Only the instance's operators create communities here; ask them for one."}
@@ -31,7 +30,7 @@ async def check_action(app: Any, action: str, actor_did: str | None, community_d
     verb = VERBS.get(action, "do this")
     # an operator is never locked out by a ban (a handle-domain ban may cover their handle)
     if actor_did:
-        operator = app.config.plugin("instance").is_operator(actor_did)
+        operator = actor_did in app.config.plugin("instance").operators
         ban = None if operator else await ban_in_force(app, actor_did)
         if ban is not None:
             until = f" until {ban['expires_at']}" if ban["expires_at"] else ""
@@ -46,7 +45,8 @@ async def check_action(app: Any, action: str, actor_did: str | None, community_d
                            f"The network marks this account as {status}: it may not {verb} here "
                            "until its PDS makes it active again.", details=[{"accountStatus": status}])
     if community_did and action in SUSPENDED_REFUSES:
-        suspension = await store.suspension(app.db, community_did)
+        suspension = await app.db.fetchone("SELECT * FROM instance_suspensions WHERE community_did = ?",
+                                           (community_did,))
         if suspension is not None:
             raise ApiError(403, "community_suspended",
                            f"This community is suspended by the instance's operators: {suspension['reason']}. "
@@ -54,6 +54,35 @@ async def check_action(app: Any, action: str, actor_did: str | None, community_d
                            details=[{"reason": suspension["reason"], "since": suspension["created_at"]}])
     if action == "community.create":
         await _creation(app, actor_did)
+
+
+async def ban_in_force(app: Any, did: str, handle: str | None = None) -> Any:
+    """The ban that holds `did` now (on the DID, or on its handle's domain), or None. The
+    handle is resolved (cached) only when a domain ban exists. (Asked before every join and
+    write: its queries are here, beside the check, so a join enters this module only.)"""
+    now = app.clock.iso_now()
+    row = await app.db.fetchone(
+        "SELECT * FROM instance_bans WHERE subject = ? AND kind = 'did' AND (expires_at IS NULL OR expires_at > ?)",
+        (did, now))
+    if row is not None:
+        return row
+    domains = await app.db.fetchall(
+        "SELECT * FROM instance_bans WHERE kind = 'domain' AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
+        (now,))
+    if not domains:
+        return None
+    if handle is None:
+        try:
+            handle = (await resolve_did(app, did)).handle
+        except ApiError:
+            return None
+    if not handle:
+        return None
+    handle = handle.lower()
+    for row in domains:
+        if handle.endswith(row["subject"][1:]):
+            return row
+    return None
 
 
 async def _creation(app: Any, actor_did: str | None) -> None:

@@ -26,20 +26,6 @@ async def delete_ban_tx(tx: Transaction, subject: str) -> bool:
     return cursor.rowcount > 0
 
 
-async def ban_of_did(db: Reader, did: str, now: str) -> Row | None:
-    """The ban in force on this DID itself."""
-    return await db.fetchone(
-        "SELECT * FROM instance_bans WHERE subject = ? AND kind = 'did' AND (expires_at IS NULL OR expires_at > ?)",
-        (did, now))
-
-
-async def domain_bans(db: Reader, now: str) -> list[Row]:
-    """The handle-domain bans in force."""
-    return await db.fetchall(
-        "SELECT * FROM instance_bans WHERE kind = 'domain' AND (expires_at IS NULL OR expires_at > ?)"
-        " ORDER BY id", (now,))
-
-
 async def list_bans(db: Reader, *, query: str | None = None, limit: int = 500) -> list[Row]:
     """Every ban, in force or expired, newest first (`query`: part of the subject)."""
     if query:
