@@ -143,6 +143,13 @@ async def test_instance_2_shows_what_instance_1_showed_and_instance_1_says_where
     api, did, who = await populated(app, client, people)
     alice = who["alice"]
     dids = [p["did"] for p in who.values()]
+    # an open report of a member travels, for the moderators there (reports plugin's state)
+    from plugins.reports import reports as member_reports
+    from plugins.reports import store as reports_store
+    community = await app.communities.community(did)
+    await member_reports.create(app, community, who["carol"]["did"],
+                                {"subject": who["bob"]["did"], "reason": "harassment", "text": "Rude in the thread"},
+                                app_id=None)
     before = await what_it_shows(api, did, alice["did"], alice["did"], dids)
 
     assert len(before["records"]) == 5 and before["bans"][0]["reason"] == "spam links"
@@ -178,6 +185,9 @@ async def test_instance_2_shows_what_instance_1_showed_and_instance_1_says_where
                              True, manage=True)
     after = await what_it_shows(api2, did, alice["did"], alice["did"], dids)
     assert after == before
+    [report] = await reports_store.open_reports(second.app.db, did, limit=10)
+    assert (report["reporter_did"], report["subject"], report["reason"], report["body"], report["app_id"]) == \
+        (who["carol"]["did"], who["bob"]["did"], "harassment", "Rude in the thread", None)
 
     # The audit log of instance 2 starts with the import, then instance 1's entries as history.
     audit = await api2.audit(did, alice["did"], limit=100)

@@ -189,7 +189,8 @@ NOT_CARRIED = [
     "The event cursor of subscribers: apps subscribe to the new instance's events afresh.",
     "The account's own password and the rotation key this service held: forgotten here. The "
     "community's recovery key (its owner's) still controls the identity.",
-    "Reports about the community's content: they stay with this instance's moderators.",
+    "Reports already settled: their decisions are in the audit log, which travels (open reports "
+    "travel, for the moderators there).",
 ]
 
 APP_PASSWORD_NAME = "commonroom-handover"

@@ -33,6 +33,29 @@ def cr_routes(app: Any) -> list[tuple]:
 
 
 @hookimpl
+def cr_handover_state(app: Any, community_did: str) -> Any:
+    # Open reports travel with a handed-over community, for its moderators on the new
+    # instance; settled ones stay here (their decisions are in the audit log, which travels).
+    from plugins.reports import store
+
+    async def state() -> tuple[str, Any]:
+        return ("reports", {"version": 1, "open": await store.open_state(app.db, community_did)})
+    return state()
+
+
+@hookimpl
+def cr_handover_restore_tx(app: Any, tx: Any, community_did: str, states: dict[str, Any]) -> Any:
+    from plugins.reports import store
+
+    state = states.get("reports")
+    if not isinstance(state, dict):
+        return None
+    if state.get("version") != 1 or not isinstance(state.get("open"), list):
+        raise ValueError(f"the bundle's reports state has version {state.get('version')!r}; this service reads 1")
+    return store.restore_open_tx(tx, community_did, state["open"])
+
+
+@hookimpl
 def cr_startup(app: Any) -> None:
     config = app.config.plugin("reports")
     # a follower's copy is pruned by its primary; 0 keeps settled reports for good

@@ -77,3 +77,36 @@ async def prune_settled_tx(tx: Transaction, cutoff: str, limit: int) -> int:
         "DELETE FROM reports WHERE id IN (SELECT id FROM reports WHERE status != 'open' AND resolved_at < ? "
         "ORDER BY resolved_at LIMIT ?)", (cutoff, limit))
     return int(cur.rowcount)
+
+
+#: What of a report travels when its community is handed over (its app does not: apps are
+#: registered per instance).
+HANDOVER_FIELDS = ("reporter_did", "subject", "subject_kind", "subject_did", "reason", "body", "created_at")
+
+
+async def open_state(db: Reader, community_did: str) -> list[dict[str, object]]:
+    """The community's open reports, oldest first, as a handover bundle carries them."""
+    rows = await db.fetchall(
+        "SELECT reporter_did, subject, subject_kind, subject_did, reason, body, created_at FROM reports "
+        "WHERE community_did = ? AND status = 'open' ORDER BY id", (community_did,))
+    return [{k: r[k] for k in HANDOVER_FIELDS} for r in rows]
+
+
+async def restore_open_tx(tx: Transaction, community_did: str, reports: list[dict[str, object]]) -> list[str]:
+    """Insert the open reports a handover bundle carried (with no app); answers what was not
+    restored (a malformed entry, or the same reporter's open report of the same subject)."""
+    not_restored = []
+    for i, entry in enumerate(reports):
+        try:
+            values = [entry[k] for k in HANDOVER_FIELDS]
+        except (KeyError, TypeError):
+            not_restored.append(f"open report {i + 1} of the bundle: malformed")
+            continue
+        cur = await tx.execute(
+            "INSERT INTO reports (community_did, reporter_did, subject, subject_kind, subject_did, reason, body, "
+            "app_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+            (community_did, *values))
+        if cur.rowcount == 0:
+            not_restored.append(f"an open report of {entry['subject']} made {entry['created_at']}: "
+                                "the same reporter's report of it is already open here")
+    return not_restored
