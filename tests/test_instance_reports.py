@@ -179,3 +179,16 @@ async def test_reporting_needs_a_known_community_and_a_reason(app, client, devne
     assert unknown.status == 404
     signed_out = await client.get(f"/c/{community['handle']}/report-community")
     assert signed_out.status == 401
+
+
+async def test_the_communities_page_sorts_by_reports_and_counts_them(app, client, devnet, people) -> None:
+    club = await reported_club(app, client, devnet, people)
+    await club["api"].create(people("zoe"), "Quiet garden")   # newer, never reported
+    operator = await login_as(app, OPERATOR, "op.test")
+    newest = unescape((await client.get("/admin/communities", session=operator)).text)
+    assert newest.index("Quiet garden") < newest.index("Spam central")
+    reported = unescape((await client.get("/admin/communities?sort=reports", session=operator)).text)
+    assert reported.index("Spam central") < reported.index("Quiet garden")
+    assert "2 open reports" in reported and 'value="reports" selected' in reported
+    searched = unescape((await client.get("/admin/communities?sort=reports&q=quiet", session=operator)).text)
+    assert "Quiet garden" in searched and "Spam central" not in searched

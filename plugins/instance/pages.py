@@ -63,7 +63,7 @@ class AuditPage(ConsolePage):
                          next_before=entries[-1]["id"] if more else None, date=shown_date)
 
 
-SORTS = (("newest", "Newest"), ("oldest", "Oldest"), ("size", "Most members"))
+SORTS = (("newest", "Newest"), ("oldest", "Oldest"), ("size", "Most members"), ("reports", "Most reported"))
 DONE = {"suspended": "The community is suspended.", "lifted": "The suspension is lifted.",
         "removed": "The community is removed from the index; its account was not deleted.",
         "banned": "The ban is in force.", "unbanned": "The ban is lifted."}
@@ -77,11 +77,24 @@ class CommunitiesPage(ConsolePage):
         text = ((values or {}).get("q") or self.get_argument("q", "") or "").strip()[:200]
         sort = (values or {}).get("sort") or self.get_argument("sort", "newest")
         sort = sort if sort in dict(SORTS) else "newest"
-        rows = await self.app.communities.index_listing(text, sort=sort, limit=100)
+        from plugins.instance import reports_store
+        reported = await reports_store.open_counts(self.app.db)
+        if sort == "reports":
+            # the most reported first (each as the index has it), then the rest, newest first
+            rows = []
+            for did in reported:
+                rows += [r for r in await self.app.communities.index_listing(did, sort="newest", limit=1)
+                         if r["did"] == did and (not text or text.lower() in
+                                                 f"{r['display_name']} {r['handle']} {did}".lower())]
+            seen = {r["did"] for r in rows}
+            rows += [r for r in await self.app.communities.index_listing(text, sort="newest", limit=100)
+                     if r["did"] not in seen][:max(0, 100 - len(rows))]
+        else:
+            rows = await self.app.communities.index_listing(text, sort=sort, limit=100)
         held = await store.suspensions(self.app.db, [r["did"] for r in rows])
         communities = [{"did": r["did"], "handle": r["handle"], "name": r["display_name"], "type": r["type"],
                         "members": r["member_count"], "created": r["created_at"], "listed": bool(r["listed"]),
-                        "suspension": held.get(r["did"])} for r in rows]
+                        "suspension": held.get(r["did"]), "reports": reported.get(r["did"], 0)} for r in rows]
         self.render_page("communities.html", title="Communities: instance console", section="communities",
                          status=status, q=text, sort=sort, sorts=SORTS, communities=communities, error=error,
                          notice=DONE.get(self.get_argument("done", "")), date=shown_date)

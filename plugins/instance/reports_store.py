@@ -58,3 +58,11 @@ async def settle_tx(tx: Transaction, report_id: int, *, outcome: str, operator_d
         "UPDATE instance_reports SET status = 'settled', outcome = ?, decided_by = ?, decided_at = ?"
         " WHERE id = ? AND status = 'open'", (outcome, operator_did, now, report_id))
     return cur.rowcount == 1
+
+
+async def open_counts(db: Reader, *, limit: int = 100) -> dict[str, int]:
+    """Communities with open reports about them and how many, the most reported first."""
+    rows = await db.fetchall(
+        "SELECT community_did, count(*) AS n FROM instance_reports WHERE status = 'open' "
+        "GROUP BY community_did ORDER BY n DESC, min(id) LIMIT ?", (limit,))
+    return {r["community_did"]: int(r["n"]) for r in rows}
