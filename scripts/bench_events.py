@@ -4,9 +4,11 @@ delay from a commit to a live subscriber, and the memory 1,000 idle subscribers 
 
 The service runs in this process (a real Application on a temporary SQLite file, served on
 loopback, pinned to CPU 0); the subscribers run in a child process (the `websockets`
-client, pinned to CPU 1), so the two do not share an event loop. Usage:
+client, pinned to CPU 1), so the two do not share an event loop (`--pin 0,1`, the default:
+the service's CPU and the clients', as `taskset` would; `--pin none` lets the kernel place
+them). Usage:
 
-    .venv/bin/python scripts/bench_events.py [--backlog 100000] [--rate 200] [--live-events 1000] [--idle 1000]
+    .venv/bin/python scripts/bench_events.py [--backlog 100000] [--rate 200] [--live-events 1000] [--idle 1000] [--pin 0,1]
 
 1. replay: `--backlog` events are committed (transactions of 1,000), then one subscriber
    connects with the cursor from before them and counts messages until it has them all:
@@ -59,8 +61,14 @@ import asyncio, json, os, sys, time
 import websockets
 
 mode, port, key = sys.argv[1], sys.argv[2], sys.argv[3]
-if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-    os.sched_setaffinity(0, {1})
+
+def pin_client(*_):
+    # --pin: the CPU the clients run on ("" when the benchmark pins nothing)
+    cpu = os.environ.get("CR_CLIENT_CPU", "")
+    if cpu and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cpu)})
+
+pin_client()
 URL = f"ws://127.0.0.1:{port}/api/v1/events/subscribe"
 
 def connect(query=""):
@@ -110,7 +118,9 @@ def check(did, member, seconds, rate):
     # bench_membership's load generator (raw keep-alive HTTP/1.1, 16 connections, CPU 1), as
     # fast as the service answers; or, with a rate, 16 connections sending on a fixed schedule
     sys.path.insert(0, os.path.join(os.environ["CR_REPO"], "scripts"))
+    import bench_membership
     from bench_membership import http_post, load
+    bench_membership.pin = pin_client  # the CPU --pin gives the clients, not bench_membership's
     auth = {"X-Api-Key": key}
     path = f"/api/v1/communities/{did}/membership/check"
     requests = [http_post(path, auth, {"userDid": member if i % 2 else f"did:plc:nobody{i:06d}"})
@@ -124,8 +134,7 @@ def check(did, member, seconds, rate):
 
 async def paced(requests, seconds, rate, connections, stats):
     import re
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {1})
+    pin_client()
     interval = connections / rate
     start = time.perf_counter() + 0.2
     async def one(n):
@@ -178,7 +187,12 @@ def percentile(values: list[float], p: float) -> float:
 async def client(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(sys.executable, "-c", CLIENT, *args, stdin=asyncio.subprocess.PIPE,
                                                 stdout=asyncio.subprocess.PIPE, limit=64 * 1024 * 1024,
-                                                env={**os.environ, "CR_REPO": str(REPO)})
+                                                env={**os.environ, "CR_REPO": str(REPO),
+                                                     "CR_CLIENT_CPU": CLIENT_CPU})
+
+
+#: The CPU the client processes run on (`--pin`; "" for none).
+CLIENT_CPU = ""
 
 
 class GcTimer:
@@ -261,6 +275,9 @@ async def main() -> None:
     parser.add_argument("--no-settle", dest="settle", action="store_false",
                         help="measure the check rounds right after the subscribers connect, "
                              "without a full collection first (the collector's catching up included)")
+    parser.add_argument("--pin", default="0,1",
+                        help="SERVICE,CLIENTS: the CPUs the service and the client processes (subscribers, "
+                             "load generator) are pinned to, as with taskset; 'none' pins nothing")
     parser.add_argument("--smoke", action="store_true", help="a second or two on tiny data: checks that the benchmark still runs (the test suite runs it; its figures mean nothing)")
     args = parser.parse_args()
     if args.smoke:
@@ -278,8 +295,16 @@ async def main() -> None:
     from store import apps as apps_store
     from plugins.communities import store as communities
 
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {0})
+    global CLIENT_CPU
+    if args.pin != "none" and hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        try:
+            service_cpu, CLIENT_CPU = (str(int(c)) for c in args.pin.split(","))
+        except ValueError:
+            parser.error("--pin: SERVICE,CLIENTS (two CPU numbers) or none")
+        os.sched_setaffinity(0, {int(service_cpu)})
+    print(f"pinned: service to CPU {os.sched_getaffinity(0)}, clients to "
+          f"{'CPU {' + CLIENT_CPU + '}' if CLIENT_CPU else 'any CPU'} (load average "
+          f"{os.getloadavg()[0]:.2f})", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="bench-events-"))
     raw = yaml.safe_load((REPO / "config.yaml").read_text())
     raw["storage"] = {"state_dir": str(tmp)}

@@ -97,7 +97,8 @@ def server_memory(pid: int) -> dict[str, float]:
     """The server process's resident memory now and at its peak (Linux /proc, MB)."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     kb = lambda name: float(fields[name].split()[0])  # noqa: E731
-    return {"rss_mb": kb("VmRSS") / 1024, "peak_mb": kb("VmHWM") / 1024}
+    return {"rss_mb": kb("VmRSS") / 1024, "peak_mb": kb("VmHWM") / 1024,
+            "anon_mb": kb("RssAnon") / 1024, "file_mb": kb("RssFile") / 1024}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -553,7 +554,8 @@ def main() -> int:
                         print(f"{stage:>26}" + "".join(f"{stages[n].get(stage, 0.0):9.1f}" for n in names))
                 print(f"{'total':>26}" + "".join(f"{sum(stages[n].values()):9.1f}" for n in names))
         memory = server_memory(server.pid)
-        print(f"server memory: RSS {memory['rss_mb']:.1f} MB, peak {memory['peak_mb']:.1f} MB "
+        print(f"server memory: RSS {memory['rss_mb']:.1f} MB (anonymous {memory['anon_mb']:.1f}, "
+              f"files mapped {memory['file_mb']:.1f}), peak {memory['peak_mb']:.1f} MB "
               f"({MEMBERS} members in one community, {COMMUNITIES + 1} communities; two applications "
               f"in the process, see check-nometrics)")
         if args.json:

@@ -1,4 +1,5 @@
-"""membership/check reads its row through the database's cache of point reads (issue 27):
+"""membership/check reads through the application's cache of checks (issue 27; split into
+the community's part and the user's in issue 34):
 against the devnet, every change of a person's standing through the API (join, request,
 approval, role given and taken, promotion, leave, ban) is seen by the very next check,
 with checks in between so that the previous answer is in the cache each time."""
@@ -50,7 +51,36 @@ async def test_the_very_next_check_sees_every_change(app, client, people):
     banned = await api.post(api.path(did, "/bans"), {"adminDid": alice["did"], "memberDid": bob["did"]})
     assert banned.status == 201, banned.text
     assert await check() == NOBODY
-    assert len(app.db._point_cache) > 0   # the checks were cached
+    cache = app.communities.check_cache
+    assert len(cache.statuses) > 0 and len(cache.communities) > 0   # the checks were cached
+
+
+async def test_a_check_sees_another_process_write_within_a_second(app, client, people):
+    """The operator's CLI writes the file from another process: the user's part and the
+    community's part of a cached check both follow within a second."""
+    import asyncio
+    import sqlite3
+
+    api = await Api.make(app, client)
+    alice, bob = people("alice"), people("bob")
+    did = (await api.create(alice, "Watched club"))["did"]
+    assert (await api.join(did, bob["did"])).status == 201
+    assert await api.check(did, bob["did"]) == MEMBER
+    assert await api.check(did, bob["did"]) == MEMBER   # from the cache
+
+    other = sqlite3.connect(app.config.database_path)
+    with other:
+        other.execute("UPDATE members SET roles = 'greeter' WHERE community_did = ? AND member_did = ?",
+                      (did, bob["did"]))
+    await asyncio.sleep(1.1)
+    assert await api.check(did, bob["did"]) == {**MEMBER, "roles": ["greeter"]}
+
+    with other:
+        other.execute("UPDATE communities SET state = 'creating' WHERE did = ?", (did,))
+    other.close()
+    await asyncio.sleep(1.1)
+    gone = await api.post(api.path(did, "/membership/check"), {"userDid": bob["did"]})
+    assert gone.status == 404, gone.text
 
 
 async def test_the_member_pages_kept_in_the_cache_follow_every_change(app, client, people):

@@ -224,3 +224,30 @@ async def test_firehose_skips_frames_it_cannot_decode_and_a_refused_cursor_start
     assert kinds(follower) == [("account", ALICE, 11), ("gap", "", -1)]
     assert stream.paths[1] == "/xrpc/com.atproto.sync.subscribeRepos"  # from the live stream
     assert app.sync.counts["frames"] >= 3
+
+
+def test_an_instance_that_follows_no_stream_does_not_load_the_stream_decoders(tmp_path) -> None:
+    """`sync.source: off` (the default): the stream's decoders (pydantic-core, libipld) and the
+    WebSocket client are never imported, ~3.4 MB of resident memory (docs/performance.md)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from daemon.runtime.app import create_app, plugin_sections\n"
+        "from daemon.runtime.config import Config\n"
+        "from daemon.runtime.plugins import build_plugin_manager\n"
+        "state = Path(sys.argv[1])\n"
+        "pm = build_plugin_manager((), (), load_entry_points=False)\n"
+        "config = Config.from_mapping({'storage': {'state_dir': str(state)}, 'secret_key': '00' * 31 + '01',\n"
+        "                              'log_level': 'warning'}, base_dir=state, plugin_sections=plugin_sections(pm))\n"
+        "async def main():\n"
+        "    app = await create_app(config, pm)\n"
+        "    print(app.sync.state, sorted({m.split('.')[0] for m in sys.modules} & {'pydantic_core', 'libipld', 'websockets'}))\n"
+        "    await app.shutdown()\n"
+        "asyncio.run(main())\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "off []"

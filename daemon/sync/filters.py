@@ -14,8 +14,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-import libipld
-from pydantic_core import from_json
+# libipld and pydantic-core (~3 MB resident, mostly pydantic-core's native library) are
+# imported when a filter is made, i.e. when the service follows a stream: an instance with
+# `sync.source: off` never loads them.
 
 from daemon.sync.events import RecordOp, SyncEvent
 
@@ -30,6 +31,7 @@ def cid_text(cid: Any) -> str | None:
         return None
     if isinstance(cid, str):
         return cid
+    import libipld
     return libipld.encode_multibase("b", bytes(cid))
 
 
@@ -59,10 +61,13 @@ class FirehoseFilter:
     """``com.atproto.sync.subscribeRepos`` frames."""
 
     def __init__(self, state: FilterState) -> None:
+        import libipld
         self.state = state
+        self._decode_multi = libipld.decode_dag_cbor_multi
+        self._decode_car = libipld.decode_car
 
     def __call__(self, data: bytes) -> Filtered:
-        parts = libipld.decode_dag_cbor_multi(data)
+        parts = self._decode_multi(data)
         if len(parts) != 2:
             return None
         header, body = parts
@@ -108,7 +113,7 @@ class FirehoseFilter:
             record = None
             if cid is not None and collection in state.decode and not own:
                 if blocks is None:
-                    blocks = libipld.decode_car(body.get("blocks") or b"")[1] if body.get("blocks") else {}
+                    blocks = self._decode_car(body.get("blocks") or b"")[1] if body.get("blocks") else {}
                 value = blocks.get(bytes(cid))
                 record = value if isinstance(value, dict) else None
             out.append(RecordOp(op.get("action", ""), collection, rkey, cid_text(cid), record))
@@ -133,10 +138,12 @@ class JetstreamFilter:
     the record already decoded (JSON), so nothing else is decoded."""
 
     def __init__(self, state: FilterState) -> None:
+        from pydantic_core import from_json
         self.state = state
+        self._from_json = from_json
 
     def __call__(self, data: bytes | str) -> Filtered:
-        frame = from_json(data)
+        frame = self._from_json(data)
         if not isinstance(frame, dict):
             return None
         if frame.get("$type") == "error":

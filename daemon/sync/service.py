@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from daemon.sync.events import Interest, SyncEvent
 from daemon.sync.filters import FilterState, FirehoseFilter, JetstreamFilter, StreamError
-from daemon.sync.reader import read_stream, stream_url
+# daemon.sync.reader (websockets, pydantic-core) is imported when a stream is followed.
 from store import sync as store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +77,9 @@ class Sync:
         self.cursor: int | None = None
         self.lag_seconds: float | None = None
         self.filter_state = FilterState()
-        self.filter = (JetstreamFilter if self.config.source == "jetstream" else FirehoseFilter)(self.filter_state)
+        # Made with the stream's decoders only if there is a stream to follow (filters.py).
+        self.filter: Any = None if self.config.source == "off" else \
+            (JetstreamFilter if self.config.source == "jetstream" else FirehoseFilter)(self.filter_state)
         self.counts = {"frames": 0, "relevant": 0, "applied": 0, "batches": 0, "reconnects": 0}
         self._interests: list[Interest] = []
         self._marks: dict[str, Any] = {}
@@ -206,6 +208,7 @@ class Sync:
         cursor = self._received if self._received is not None else None if self._from_live else self._saved
         if cursor is not None and self.config.source == "jetstream":
             cursor += 1  # the firehose resumes after the cursor; Jetstream replays from it (inclusive)
+        from daemon.sync.reader import stream_url
         return stream_url(self.config.source, self.config.url or "", cursor)
 
     def _opened(self, connection: Any) -> None:
@@ -233,6 +236,7 @@ class Sync:
         await self._queue.put(item)
 
     async def _read(self) -> None:
+        from daemon.sync.reader import read_stream
         while True:
             url = await self._before_connect()
             try:

@@ -41,6 +41,8 @@ class Communities:
         self.app = app
         #: pages of members as the API answers them (common.members_json)
         self.member_pages = common.member_pages_cache()
+        #: what membership/check read since the last commit (steps.checked_status)
+        self.check_cache = steps.CheckCache()
 
     # ---------------------------------------------------------------- for any plugin
 

@@ -343,9 +343,32 @@ async def event_audience(db: Reader, community_did: str | None, caused_by_app: s
     return Audience(hears, roster)
 
 
+#: How many users' statuses `checked_status` keeps per application (each a small tuple):
+#: when full, the cache starts afresh.
+CHECKED_STATUSES_CACHED = 1024
+_UNKNOWN = ()  # a cached "no such community"
+
+
+class CheckCache:
+    """What membership/check has read since this daemon's last commit (`Communities.check_cache`):
+    two `VersionedCache`s, so never stale for this daemon's own writes (emptied by every
+    commit before its caller resumes) and at most a second for another process's (the
+    operator CLI). The community's part (its state, type, roster visibility and the asking
+    app's grants) is the same for every user and is kept per community and app; the user's
+    part (a `MemberStatus`) per community and user. Values are plain tuples, not SQLite
+    rows: a check whose user is not cached runs one small query and keeps no row object."""
+
+    def __init__(self) -> None:
+        import time  # real time, as `Database`'s own caches: another process's writes are real
+        from daemon.plugin.storage import VersionedCache
+        self.communities = VersionedCache(time, max_entries=CHECKED_STATUSES_CACHED)
+        self.statuses = VersionedCache(time, max_entries=CHECKED_STATUSES_CACHED)
+
+
 async def checked_status(app: "Application", community_did: str, user_did: str, principal: Any,
                          proves_user: Callable[[], Awaitable[bool]] | None = None) -> MemberStatus:
-    """`require_community` and `member_status` in one indexed query (membership/check).
+    """`require_community` and `member_status` in two indexed reads (membership/check),
+    each answered from `CheckCache` between two commits.
 
     Where the community hides its roster (``rosterVisibility`` ``members`` or ``admins``)
     from the principal's app (`app_sees_roster`: it neither created the community nor was
@@ -354,14 +377,42 @@ async def checked_status(app: "Application", community_did: str, user_did: str, 
     handler's check of the user's service-auth token, docs/identity.md) returns True.
     Otherwise 403 ``roster_hidden``."""
     app_id = getattr(principal, "app_id", None)
-    row = await store.status_for_app(app.db, community_did, user_did, app_id)
-    if row is None or not _visible(row, app_id, bool(row["app_allowed"])):
+    db = app.db
+    cache: CheckCache = app.communities.check_cache
+    communities = cache.communities
+    version = communities.version(db)
+    key = (community_did, app_id)
+    community = communities.get(version, key)
+    if community is None:
+        row = await store.community_for_app(db, community_did, app_id)
+        community = _UNKNOWN if row is None else tuple(row)
+        communities.put(version, key, community)
+    if not community:
         raise NOT_FOUND(community_did)
-    if row["roster_visibility"] != "public" and app_id is not None and row["creator_app_id"] != app_id \
-            and not row["app_manages"]:
+    state, kind, creator_app_id, roster_visibility, allowed, manages = community
+    if state != "active" or (kind == "private" and app_id is not None and creator_app_id != app_id
+                             and not allowed):
+        raise NOT_FOUND(community_did)
+    if roster_visibility != "public" and app_id is not None and creator_app_id != app_id and not manages:
         if proves_user is None or not await proves_user():
             raise ROSTER_HIDDEN(community_did)
-    return status_from_row(row)
+    statuses = cache.statuses
+    version = statuses.version(db)
+    key = (community_did, user_did)
+    status = statuses.get(version, key)
+    if status is None:
+        status = _status_of(await store.member_row(db, community_did, user_did))
+        statuses.put(version, key, status)
+    return status
+
+
+def _status_of(row: Row) -> MemberStatus:
+    """`status_from_row` for `store.member_row`'s row (the community is known and active)."""
+    member_id, rank, roles, grants, pending = row
+    if not roles:  # most members: no role, nothing to parse
+        return MemberStatus(member_id is not None, rank is not None, bool(pending), rank == 0)
+    return MemberStatus(member_id is not None, rank is not None, bool(pending), rank == 0,
+                        tuple(roles.split()), frozenset(grants.split()) if grants else frozenset())
 
 
 async def require_community(app: "Application", did: str, principal: Any) -> Row:

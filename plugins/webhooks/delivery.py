@@ -12,8 +12,10 @@ webhook and up to `BATCH` deliveries with their events) and sends them in event 
 up to the webhook's `concurrency` at once. With concurrency 1 (the default) event N+1 is
 not sent before N is settled (delivered, or given up). A failed attempt stops the batch
 (requests in flight finish) and the webhook waits for that retry. At most
-`max_in_flight` workers run. Results are written in one transaction per batch; a crash
-before they are written means those events are sent again (at least once, never lost).
+`max_in_flight` workers run. Results are written in one transaction per batch, the one
+that reads the next batch when every request of the batch was delivered (one transaction
+per batch in a drain, not two); a crash before they are written means those events are
+sent again (at least once, never lost).
 Requests go out through `sender.Sender` (keep-alive connections, the outbound guard on
 each new one).
 
@@ -339,6 +341,9 @@ class Dispatcher:
 
     async def _work(self, webhook_id: str) -> None:
         next_due: float | None = None
+        # A batch that was all delivered has its results written in the transaction that
+        # reads the next batch (one transaction per batch instead of two: the drain's pace).
+        unwritten: list[tuple[int, int, str, str, str | None]] = []
         try:
             while not self._stopping:
                 self._notified.discard(webhook_id)
@@ -347,13 +352,20 @@ class Dispatcher:
                 # whether it and its app are still active), in the batch's transaction: on the
                 # writer connection, see pending_batch_tx.
                 async with self.app.db.transaction("webhooks.next_batch") as tx:
+                    if unwritten:
+                        await mark_delivered_tx(tx, webhook_id, unwritten)
                     row = await delivery_target_tx(tx, webhook_id)
                     batch = await pending_batch_tx(tx, webhook_id, BATCH) if row else []
+                if unwritten:
+                    metrics.record(self.app, "delivered", len(unwritten))
+                    unwritten = []
                 if not batch:
                     break
-                next_due, go_on = await self._send_batch(self._hook(row), batch)
+                next_due, go_on, unwritten = await self._send_batch(self._hook(row), batch)
                 if not go_on:
                     break
+            if unwritten:  # stopping: written now, not with a next batch
+                await self._write_delivered(webhook_id, unwritten)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -371,10 +383,12 @@ class Dispatcher:
             self._due[webhook_id] = next_due
         self._wake.set()
 
-    async def _send_batch(self, hook: Hook, batch: list[Row]) -> tuple[float | None, bool]:
+    async def _send_batch(self, hook: Hook, batch: list[Row]) -> tuple[float | None, bool, list[Any]]:
         """Send a batch in order, up to `hook.concurrency` at once, and write the results.
-        Returns when the webhook next has work if that is a retry (else None), and whether
-        to go on with the next batch.
+        Returns when the webhook next has work if that is a retry (else None), whether to
+        go on with the next batch, and, when every request was delivered and the worker goes
+        on, the deliveries whose results the caller writes with its next read (else they are
+        written here, before any failure's: a failure counts after them in the streak).
 
         A failed attempt stops the batch: nothing new starts, the requests in flight finish,
         and the webhook waits for the retry (strict order with concurrency 1)."""
@@ -402,10 +416,10 @@ class Dispatcher:
             await asyncio.gather(*(lane() for _ in range(lanes)))
         delivered = [(row["id"], o.status_code or 0, row["first_attempt_at"] or at, at, o.body)
                      for row, at, o in results if o.delivered]
+        if len(delivered) == len(results) and next_due is None and not self._stopping:
+            return None, True, delivered
         if delivered:
-            async with self.app.db.transaction("webhooks.delivered") as tx:
-                await mark_delivered_tx(tx, hook.id, delivered)
-            metrics.record(self.app, "delivered", len(delivered))
+            await self._write_delivered(hook.id, delivered)
         failed = sorted(((row, at, o) for row, at, o in results if not o.delivered), key=lambda r: r[0]["id"])
         disabled = False
         for row, attempted_at, outcome in failed:
@@ -414,10 +428,15 @@ class Dispatcher:
             if retry_at is not None:
                 next_due = retry_at if next_due is None else min(next_due, retry_at)
         if disabled:
-            return None, False
+            return None, False, []
         if next_due is not None:
-            return next_due, False
-        return None, not self._stopping
+            return next_due, False, []
+        return None, not self._stopping, []
+
+    async def _write_delivered(self, webhook_id: str, delivered: list[Any]) -> None:
+        async with self.app.db.transaction("webhooks.delivered") as tx:
+            await mark_delivered_tx(tx, webhook_id, delivered)
+        metrics.record(self.app, "delivered", len(delivered))
 
     async def _send(self, hook: Hook, row: Row) -> tuple[Row, str, Outcome]:
         attempted_at = self.app.clock.iso_now()
