@@ -116,6 +116,11 @@ async def test_a_community_handed_over_is_gone_from_here_and_says_where_it_went(
     assert write.status == 410 and write.json()["details"]["movedTo"] == "https://two.example", write.text
     audit = await app.db.fetchall("SELECT action FROM audit_log WHERE community_did = ? ORDER BY id", (did,))
     assert audit[-1]["action"] == "community.handed_over"
+    # apps asking membership/check (every page view of theirs) learn where it went too
+    from tests.fixtures_communities import Api
+    api = await Api.make(app, client)
+    check = await api.post(f"/api/v1/communities/{did}/membership/check", {"userDid": "did:plc:handovermember"})
+    assert check.status == 410 and check.json()["details"]["movedTo"] == "https://two.example", check.text
     # A DID never here is still a plain 404.
     assert (await client.get("/communities/did:plc:neverhere", session=outsider)).status == 404
 

@@ -388,7 +388,7 @@ async def checked_status(app: "Application", community_did: str, user_did: str, 
         community = _UNKNOWN if row is None else tuple(row)
         communities.put(version, key, community)
     if not community:
-        raise NOT_FOUND(community_did)
+        raise await gone(db, community_did)  # 404, or 410 naming where a handed-over one went
     state, kind, creator_app_id, roster_visibility, allowed, manages = community
     if state != "active" or (kind == "private" and app_id is not None and creator_app_id != app_id
                              and not allowed):
