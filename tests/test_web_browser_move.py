@@ -33,6 +33,7 @@ async def test_the_primary_admin_moves_the_community_from_the_danger_zone(
     base = app.config.server.base_url
     alice = devnet.create_account(new_handle("alice"))
     bob = devnet.create_account(new_handle("bob"))
+    carol = devnet.create_account(new_handle("carol"))
     shots = Path(os.environ.get("WEBMOVE_SHOTS") or tmp_path)
     shots.mkdir(parents=True, exist_ok=True)
     pages = Pages(shots, js=js)
@@ -43,14 +44,20 @@ async def test_the_primary_admin_moves_the_community_from_the_danger_zone(
     assert (await api.join(did, bob["did"])).status == 201
     assert (await api.post(f"/api/v1/communities/{did}/admins/promote",
                            {"adminDid": alice["did"], "memberDid": bob["did"]})).status == 200
+    assert (await api.join(did, carol["did"])).status == 201
+    given = await api.post(f"/api/v1/communities/{did}/members/{carol['did']}/roles",
+                           {"adminDid": alice["did"], "role": "moderator"})
+    assert given.status == 200, given.text
     async with chromium() as browser:
-        # a non-primary admin: the page says who may
-        context, _ = await signed_in_context(browser, app, service, bob, js=js)
-        page = await context.new_page()
-        resp = await page.goto(f"{base}/c/{handle}/settings/move")
-        assert resp.status == 403
-        assert "move the community to another PDS" in await page.locator("main").inner_text()
-        await context.close()
+        # a non-primary admin and a moderator: the page says who may
+        for person in (bob, carol):
+            context, _ = await signed_in_context(browser, app, service, person, js=js)
+            page = await context.new_page()
+            resp = await page.goto(f"{base}/c/{handle}/settings/move")
+            assert resp.status == 403
+            said = await page.locator("main").inner_text()
+            assert "move the community to another PDS" in said and "primary admin" in said
+            await context.close()
 
         context, _ = await signed_in_context(browser, app, service, alice, js=js)
         page = await context.new_page()
