@@ -394,9 +394,6 @@ async def test_an_instance_that_holds_creations_for_approval_refuses_a_persons_i
         io_loop, tmp_path, template_db, clock, config_overrides, app, client, devnet, people):
     """An import brings an account; under `instance.creation: approval` (cr_hold_action) people
     may not bring one, so neither may they import (operators import from the command line)."""
-    from daemon.runtime.app import Application
-    if not hasattr(Application, "hold_action"):
-        pytest.skip("this tree has no cr_hold_action (the instance plugin's creation approval)")
     state = tmp_path / "approving"
     state.mkdir()
     shutil.copy(template_db, state / template_db.name)

@@ -313,12 +313,10 @@ async def import_bundle(app: Any, data: bytes, passphrase: str, *, importer_did:
         if not app.config.plugin("communities").allow_bring_own:
             raise ApiError(403, "bring_own_disabled", "This service does not accept existing accounts.")
         # an instance-wide policy (cr_check_action) may refuse them; an import brings an account,
-        # which a policy that holds creations for approval refuses (cr_hold_action, where the
-        # core has it)
+        # which a policy that holds creations for approval refuses (cr_hold_action)
         await app.check_action("community.create", importer_did, app_id=app_id)
-        hold = getattr(app, "hold_action", None)
-        if hold is not None and await hold("community.create", importer_did, app_id=app_id,
-                                           data={"identifier": did, "import": True}) is not None:
+        if await app.hold_action("community.create", importer_did, app_id=app_id,
+                                 data={"identifier": did, "import": True}) is not None:
             raise ApiError(403, "creation_not_allowed", "This instance holds new communities for its operators' "
                                                         "approval: ask them to import the bundle.")
     try:
