@@ -120,3 +120,40 @@ async def test_a_release_database_is_migrated_and_every_kind_of_row_reads_back(
     clock.advance(900)  # past the retry's back-off (the old receiver was down)
     got = await receiver.wait_for(1, timeout=20)
     assert got[0].json()["type"] == "record.created"
+
+
+async def test_the_instance_plugins_new_tables_work_on_an_upgraded_database(
+        app: Any, client: Any, release: dict[str, Any]) -> None:
+    """The migrations since the release (instance 0002 bans and suspensions, 0003 creation
+    requests, 0005 reports about communities; 0.1.0 also the instance audit log, the moves
+    and the handovers) work on the old data: an operator suspends the old community, which
+    then refuses a join and a record and leaves discovery, and lifts it; bans a member of it,
+    whose check still answers; nothing waits in the new queues."""
+    from plugins.instance import actions, audit, reports_store, requests_store
+    key, did, who = release["apiKey"], release["community"], release["people"]
+    operator = "did:plc:upgradeoperator"
+
+    await actions.suspend(app, operator, did, reason="Checking the upgrade")
+    join = await client.post(f"/api/v1/communities/{did}/members/join", api_key=key,
+                             json={"userDid": who["erin"]})
+    assert join.status == 403 and join.json()["error"] == "community_suspended", join.text
+    record = await client.post(f"/api/v1/communities/{did}/records", api_key=key, json={
+        "userDid": who["carol"], "collection": release["collection"],
+        "record": {"$type": release["collection"], "text": "after", "createdAt": "2026-11-29T00:00:00.000Z"}})
+    assert record.status == 403 and record.json()["error"] == "community_suspended", record.text
+    listed = (await client.get("/api/v1/communities", api_key=key)).json()["communities"]
+    assert did not in {c["did"] for c in listed}
+    await actions.lift(app, operator, did)
+    listed = (await client.get("/api/v1/communities", api_key=key)).json()["communities"]
+    assert did in {c["did"] for c in listed}
+
+    banned = await actions.ban(app, operator, who["dave"], reason="spam", expires=None, end_memberships=False)
+    assert banned["subject"] == who["dave"]
+    assert await actions.ban_in_force(app, who["dave"]) is not None
+    check = await client.post(f"/api/v1/communities/{did}/membership/check", api_key=key,
+                              json={"userDid": who["dave"]})
+    assert check.status == 200 and check.json()["isMember"] is True
+    assert [e["action"] for e in await audit.entries(app.db, limit=10)][:3] == \
+        ["person.ban", "community.lift", "community.suspend"]
+    assert await requests_store.listing(app.db, states=requests_store.WAITING, limit=10) == []
+    assert await reports_store.open_reports(app.db, limit=10) == []
