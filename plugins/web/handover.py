@@ -10,13 +10,11 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import tornado.httputil
-
 from daemon.plugin import ApiError
 from plugins.web.admin import community_names, handle_confirmed, section_page
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import PRIMARY
-from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, MultipartForm, community_path, community_row, signed_in_actor
 
 #: Refusals of an import that are about the file or the passphrase (the service's words are shown).
 _IMPORT_FIELDS = {"bundle_malformed": "bundle", "bundle_unsupported": "bundle", "bundle_too_large": "bundle",
@@ -74,7 +72,7 @@ class HandoverPage(PageHandler):
                          answer=answer, bundle_b64=bundle_b64, bundle_text=answer["bundle"].decode("utf-8"))
 
 
-class ImportPage(PageHandler):
+class ImportPage(MultipartForm, PageHandler):
     """GET /new/import: bring a community handed over from another Commonroom (its bundle
     file and passphrase); POST imports it, then goes to its page."""
 
@@ -87,18 +85,6 @@ class ImportPage(PageHandler):
         # a bundle (JSON, base64 inside) with the multipart framing around it
         return self.app.config.server.max_upload_bytes + 64 * 1024
 
-    def _parse_form(self) -> dict[str, list[str]]:
-        ctype = self.request.headers.get("Content-Type", "")
-        if ctype.split(";")[0].strip().lower() != "multipart/form-data":
-            return super()._parse_form()
-        fields: dict[str, list[bytes]] = {}
-        self.files: dict[str, list[Any]] = {}
-        try:
-            tornado.httputil.parse_body_arguments(ctype, self.body, fields, self.files)
-        except Exception:  # noqa: BLE001 - HTTPInputError and the like: not a form we sent
-            raise ApiError(400, "bad_request", "The form could not be read.") from None
-        return {k: [v.decode("utf-8", "replace") for v in vs] for k, vs in fields.items()}
-
     async def get(self) -> None:
         self.show(FormErrors())
 
@@ -110,7 +96,7 @@ class ImportPage(PageHandler):
 
     async def submit(self) -> None:
         errors = FormErrors()
-        found = [f for f in getattr(self, "files", {}).get("bundle", []) if f["body"]]
+        found = [f for f in self.files.get("bundle", []) if f["body"]]
         passphrase = self.form.get("passphrase", "")
         if not found:
             errors.add("bundle", "Choose the handover bundle file (it ends in .crhandover)")

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import tornado.httputil
-
 from daemon.plugin import ApiError
 from plugins.web.admin import row_profile, show_pictures
 from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN
-from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, MultipartForm, community_path, community_row, signed_in_actor
 
 #: Refusals of an image, in words, by error code.
 _IMAGE_WORDS = {
@@ -26,7 +24,7 @@ _IMAGE_WORDS = {
 }
 
 
-class PictureAction(PageHandler):
+class PictureAction(MultipartForm, PageHandler):
     """POST /c/<ident>/settings/(avatar|banner): the form's file `image`; for the banner
     `fromProfile=yes` uses the person's own Bluesky banner instead. Then back (303)."""
 
@@ -39,19 +37,6 @@ class PictureAction(PageHandler):
     def form_page(self) -> str:
         return self.request.path.rsplit("/", 1)[0] + "/pictures"
 
-    def _parse_form(self) -> dict[str, list[str]]:
-        """A multipart form (the file input), or a plain one (the "use my banner" button)."""
-        ctype = self.request.headers.get("Content-Type", "")
-        if ctype.split(";")[0].strip().lower() != "multipart/form-data":
-            return super()._parse_form()
-        fields: dict[str, list[bytes]] = {}
-        self.files: dict[str, list[Any]] = {}
-        try:
-            tornado.httputil.parse_body_arguments(ctype, self.body, fields, self.files)
-        except Exception:  # noqa: BLE001 - HTTPInputError and the like: not a form we sent
-            raise ApiError(400, "bad_request", "The form could not be read.") from None
-        return {k: [v.decode("utf-8", "replace") for v in vs] for k, vs in fields.items()}
-
     async def submit(self, ident: str, kind: str) -> None:
         assert self.principal is not None
         row = await community_row(self, ident)
@@ -62,7 +47,7 @@ class PictureAction(PageHandler):
             if kind == "banner" and self.form.get("fromProfile") == "yes":
                 data = await self.communities.profile_banner(self.principal.did)
             else:
-                found = [f for f in getattr(self, "files", {}).get("image", []) if f["body"]]
+                found = [f for f in self.files.get("image", []) if f["body"]]
                 if not found:
                     errors.add(kind, f"Choose an image file for the {kind}")
                     await show_pictures(self, row, errors, 400)
