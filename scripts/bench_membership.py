@@ -40,6 +40,7 @@ rate limit, JSON body, SQLite read, the route's own work, the response, metrics 
 log).
 
     .venv/bin/python scripts/bench_membership.py [--seconds 3] [--rounds 9] [--connections 16] [--stages]
+                                                 [--mmap-mb 0]
 
 Rates on a shared machine spread by ±5 % from run to run: for a change of a few per cent,
 `scripts/bytecodes_per_request.py` counts the Python bytecodes these scenarios cost the
@@ -93,12 +94,33 @@ def pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def server_memory(pid: int) -> dict[str, float]:
-    """The server process's resident memory now and at its peak (Linux /proc, MB)."""
+def database_mapped_mb(pid: int, database: Path | None) -> float:
+    """How much of the process's RSS is the SQLite file mapped by its read connections
+    (`storage.mmap_mb`): pages of the kernel's page cache, shared and reclaimable, that a
+    read through ``pread`` would have filled as well, but that `ps` counts as the process's
+    (Linux /proc/<pid>/smaps, MB; 0 without `database`)."""
+    if database is None:
+        return 0.0
+    target, total, inside = str(database.resolve()), 0, False
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if len(head) >= 5 and "-" in head[0] and ":" not in head[0]:  # a mapping's first line
+            inside = len(head) == 6 and head[5].strip() == target
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total / 1024
+
+
+def server_memory(pid: int, database: Path | None = None) -> dict[str, float]:
+    """The server process's resident memory now and at its peak (Linux /proc, MB):
+    ``own_mb`` is the RSS without the database file's mapped pages (`database_mapped_mb`),
+    the figure comparable to runs before the reads were mapped (storage.mmap_mb)."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
     kb = lambda name: float(fields[name].split()[0])  # noqa: E731
+    mapped = database_mapped_mb(pid, database)
     return {"rss_mb": kb("VmRSS") / 1024, "peak_mb": kb("VmHWM") / 1024,
-            "anon_mb": kb("RssAnon") / 1024, "file_mb": kb("RssFile") / 1024}
+            "anon_mb": kb("RssAnon") / 1024, "file_mb": kb("RssFile") / 1024,
+            "database_mapped_mb": mapped, "own_mb": kb("VmRSS") / 1024 - mapped}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -107,7 +129,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -> None:
+def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any, mmap_mb: int | None = None) -> None:
     pin(0)
     import tornado.web
     from tornado.httpserver import HTTPServer
@@ -121,6 +143,8 @@ def build(state: Path, port: int, bare_port: int, plain_port: int, ready: Any) -
            "rate_limits": {"api": {"requests": 10_000_000, "window_seconds": 60}},
            "metrics": {"allow_from": ["127.0.0.1/32"]},   # the bench reads the path counters
            "log_level": "warning"}
+    if mmap_mb is not None:  # --mmap-mb: the reads' mapping of the file (storage.mmap_mb)
+        raw["storage"]["mmap_mb"] = mmap_mb
 
     class Bare(tornado.web.RequestHandler):
         def get(self) -> None:
@@ -448,6 +472,9 @@ def main() -> int:
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--workers", type=int, default=1, help="load generator processes")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--mmap-mb", type=int, default=None,
+                        help="storage.mmap_mb for the service (default: the configuration's default); 0 reads "
+                             "without mapping the file, to compare")
     parser.add_argument("--only", help="run only these scenarios (comma-separated names, e.g. bare,floor,check)")
     parser.add_argument("--stages", action="store_true",
                         help="after the rounds, one pass per scenario sampled with py-spy: CPU µs per "
@@ -469,7 +496,8 @@ def main() -> int:
         port, bare_port, plain_port = free_port(), free_port(), free_port()
         ctx = multiprocessing.get_context("spawn")
         ready = ctx.Event()
-        server = ctx.Process(target=build, args=(state, port, bare_port, plain_port, ready), daemon=True)
+        server = ctx.Process(target=build, args=(state, port, bare_port, plain_port, ready, args.mmap_mb),
+                             daemon=True)
         server.start()
         if not ready.wait(60):
             raise SystemExit("the server did not start")
@@ -553,9 +581,11 @@ def main() -> int:
                     if any(stage in stages[n] for n in names):
                         print(f"{stage:>26}" + "".join(f"{stages[n].get(stage, 0.0):9.1f}" for n in names))
                 print(f"{'total':>26}" + "".join(f"{sum(stages[n].values()):9.1f}" for n in names))
-        memory = server_memory(server.pid)
-        print(f"server memory: RSS {memory['rss_mb']:.1f} MB (anonymous {memory['anon_mb']:.1f}, "
-              f"files mapped {memory['file_mb']:.1f}), peak {memory['peak_mb']:.1f} MB "
+        memory = server_memory(server.pid, state / "commonroom.sqlite3")
+        print(f"server memory: RSS without the mapped database {memory['own_mb']:.1f} MB (anonymous "
+              f"{memory['anon_mb']:.1f}, other files mapped {memory['file_mb'] - memory['database_mapped_mb']:.1f}); "
+              f"the database file's pages mapped by the read connections {memory['database_mapped_mb']:.1f} MB "
+              f"(page cache, storage.mmap_mb); RSS in all {memory['rss_mb']:.1f} MB, peak {memory['peak_mb']:.1f} MB "
               f"({MEMBERS} members in one community, {COMMUNITIES + 1} communities; two applications "
               f"in the process, see check-nometrics)")
         if args.json:

@@ -43,6 +43,7 @@ def test_shipped_config_is_valid_and_loads_defaults():
     ("rate_limits:\n  api: {requests: 10, window_seconds: soon}\n", "rate_limits.api.window_seconds",
      "expected a number"),
     ("log_level: loud\n", "log_level", "expected one of"),
+    ("storage:\n  mmap_mb: -1\n", "storage.mmap_mb", "must be 0 (off) or more"),
     ("server:\n  trusted_proxies: 10.0.0.1\n", "server.trusted_proxies", "expected a list"),
     ("secret_key: {$env: COMMONROOM_TEST_UNSET_VAR}\n", "secret_key", "COMMONROOM_TEST_UNSET_VAR is not set"),
 ])

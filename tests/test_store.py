@@ -21,6 +21,7 @@ async def test_database_runs_in_wal_mode_with_foreign_keys(app):
     assert (await app.db.pragma("journal_mode")).lower() == "wal"
     assert await app.db.pragma("foreign_keys") == 1
     assert await app.db.pragma("busy_timeout") == 5000
+    assert await app.db.pragma("mmap_size") == app.config.storage.mmap_mb << 20 == 1 << 30
 
 
 async def test_migrations_are_idempotent(tmp_path):
@@ -267,3 +268,45 @@ async def test_cached_point_reads_are_served_from_memory_until_any_commit(app):
     other.close()
     db._point_cache._next_check = float("-inf")                         # the recheck is due
     assert (await db.fetchone_now(sql, ("a",), cached=True))["v"] == "three"
+
+
+async def test_a_primary_maps_its_reads_and_sees_every_write_through_the_mapping(tmp_path):
+    """`storage.mmap_mb`: a primary's read connections (the loop thread's and the reader
+    threads') map the file; a follower's copy, which Litestream writes behind SQLite's back,
+    never is. Reads through the mapping see the file grow and change: this daemon's commits
+    at once, and another process's checkpointed into the file itself."""
+    path = tmp_path / "m.sqlite3"
+    db = Database(path, mmap_bytes=64 << 20)
+    await db.open()
+    try:
+        assert await db.pragma("mmap_size") == 64 << 20                       # a reader thread
+        assert db._now.execute("PRAGMA mmap_size").fetchone()[0] == 64 << 20   # the loop thread
+        async with db.transaction("test.mmap") as tx:
+            await tx.execute("CREATE TABLE grow (k INTEGER PRIMARY KEY, v TEXT)")
+            await tx.execute("INSERT INTO grow VALUES (1, 'one')")
+        sql = "SELECT v FROM grow WHERE k = ?"
+        assert (await db.fetchone_now(sql, (1,)))["v"] == "one"
+        other = sqlite3.connect(path, isolation_level=None)                     # another process
+        other.executemany("INSERT INTO grow VALUES (?, ?)", ((k, "x" * 500) for k in range(2, 20_000)))
+        other.execute("UPDATE grow SET v = 'changed' WHERE k = 1")
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")                        # into the file itself
+        other.close()
+        assert path.stat().st_size > 8 << 20
+        assert (await db.fetchone_now(sql, (1,)))["v"] == "changed"
+        assert (await db.fetchone_now(sql, (19_999,)))["v"] == "x" * 500
+        assert await db.fetchval("SELECT count(*) FROM grow") == 19_999
+    finally:
+        await db.close()
+
+    unmapped = Database(path, mmap_bytes=0)
+    await unmapped.open()
+    assert await unmapped.pragma("mmap_size") == 0
+    await unmapped.close()
+    follower = Database(path, read_only=True, mmap_bytes=64 << 20)
+    await follower.open()
+    try:
+        assert await follower.pragma("mmap_size") == 0
+        assert follower._now.execute("PRAGMA mmap_size").fetchone()[0] == 0
+        assert await follower.fetchval("SELECT count(*) FROM grow") == 19_999
+    finally:
+        await follower.close()

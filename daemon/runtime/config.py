@@ -95,8 +95,12 @@ class StorageConfig:
     busy_timeout_ms: int = 5000
     pre_migration_backups: int = 3
     backup_key: str | None = None
+    #: How much of the database file a primary's read connections map (store/db.py, `READ_MMAP_BYTES`).
+    mmap_mb: int = 1024
 
     def __post_init__(self) -> None:
+        if self.mmap_mb < 0:
+            raise ConfigError("must be 0 (off) or more", "storage.mmap_mb")
         if self.pre_migration_backups < 0:
             raise ConfigError("must be 0 (off) or more", "storage.pre_migration_backups")
         if self.backup_key is not None:

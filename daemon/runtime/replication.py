@@ -316,7 +316,7 @@ def open_database(config: Config) -> Any:
                         busy_timeout_ms=config.storage.busy_timeout_ms, read_only=True)
     return Database(config.database_path, read_connections=config.storage.read_connections,
                     busy_timeout_ms=config.storage.busy_timeout_ms,
-                    autocheckpoint=not config.replication.url)
+                    autocheckpoint=not config.replication.url, mmap_bytes=config.storage.mmap_mb << 20)
 
 
 async def check_follower_schema(db: Any, components: Any) -> None:
