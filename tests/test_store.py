@@ -273,8 +273,8 @@ async def test_cached_point_reads_are_served_from_memory_until_any_commit(app):
 async def test_a_primary_maps_its_reads_and_sees_every_write_through_the_mapping(tmp_path):
     """`storage.mmap_mb`: a primary's read connections (the loop thread's and the reader
     threads') map the file; a follower's copy, which Litestream writes behind SQLite's back,
-    never is. Reads through the mapping see the file grow and change: this daemon's commits
-    at once, and another process's checkpointed into the file itself."""
+    never is. Reads through the mapping see the file grow, change and shrink: this daemon's
+    commits at once, and another process's checkpointed into the file itself or vacuumed."""
     path = tmp_path / "m.sqlite3"
     db = Database(path, mmap_bytes=64 << 20)
     await db.open()
@@ -295,6 +295,16 @@ async def test_a_primary_maps_its_reads_and_sees_every_write_through_the_mapping
         assert (await db.fetchone_now(sql, (1,)))["v"] == "changed"
         assert (await db.fetchone_now(sql, (19_999,)))["v"] == "x" * 500
         assert await db.fetchval("SELECT count(*) FROM grow") == 19_999
+        big = path.stat().st_size
+        other = sqlite3.connect(path, isolation_level=None)       # `commonroom vacuum` shrinks it
+        other.execute("DELETE FROM grow WHERE k > 10")
+        other.execute("VACUUM")
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        other.close()
+        assert path.stat().st_size < big // 4
+        assert (await db.fetchone_now(sql, (1,)))["v"] == "changed"
+        assert await db.fetchone_now(sql, (19_999,)) is None
+        assert await db.fetchval("SELECT count(*) FROM grow") == 10
     finally:
         await db.close()
 
@@ -307,6 +317,6 @@ async def test_a_primary_maps_its_reads_and_sees_every_write_through_the_mapping
     try:
         assert await follower.pragma("mmap_size") == 0
         assert follower._now.execute("PRAGMA mmap_size").fetchone()[0] == 0
-        assert await follower.fetchval("SELECT count(*) FROM grow") == 19_999
+        assert await follower.fetchval("SELECT count(*) FROM grow") == 10
     finally:
         await follower.close()
