@@ -36,15 +36,16 @@ _NO_ROW = object()  # a cached "no such row"
 _NOW_BUSY_TIMEOUT_MS = 50
 
 #: How much of the database file a primary's read connections map into memory by default
-#: (SQLite's ``mmap_size``; `storage.mmap_mb`): a read then finds its B-tree pages in the kernel's page cache through the
-#: mapping instead of copying each one into the connection's own cache with a ``pread``. A
-#: check that reads SQLite costs ~3 µs less (13.4 → 10.5 µs in the running server,
-#: docs/performance.md), and the connections' private page caches stay nearly empty. The
-#: mapped pages are the kernel's page cache, shared and reclaimable: they show as file-backed
-#: RSS, not as the process's own memory. Address space only beyond what is read; files larger
-#: than this are read the usual way past it. A follower's copy is never mapped: Litestream
-#: writes into it behind SQLite's back (daemon/runtime/replication.py), and a file shrunk
-#: under a mapping would fault.
+#: (SQLite's ``mmap_size``; `storage.mmap_mb`): a read then finds its B-tree pages in the
+#: kernel's page cache through the mapping instead of copying each one into the connection's
+#: own cache with a ``pread``. A check that reads SQLite costs ~3 µs less (13.4 → 10.5 µs in
+#: the running server, docs/performance.md), and the connections' private page caches stay
+#: nearly empty. The mapped pages are the kernel's page cache, shared and reclaimable: they
+#: show as file-backed RSS, not as the process's own memory. Address space only beyond what
+#: is read; a file larger than this is read the usual way past it. SQLite remaps when another
+#: connection grows or shrinks the file (tests/test_store.py). A follower's copy is never
+#: mapped: Litestream writes into it behind SQLite's back (daemon/runtime/replication.py),
+#: and a page cut off that way under a mapping would fault instead of failing a read.
 READ_MMAP_BYTES = 1 << 30
 
 
