@@ -65,22 +65,29 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     waiting = (await api.create(bob, "Waiting room", type="admin-approved"))["did"]
     assert (await api.join(waiting, mallory["did"])).status == 202
     rec = webhook_receiver()
-    await subscribe(client, api.key, rec, ["member.removed"])
+    await subscribe(client, api.key, rec, ["member.removed", "member.rejected"])
 
     operator = await login_as(app, OPERATOR, "op.test")
     await console(client, operator, "/admin/people/ban", {
         "subject": mallory["did"], "reason": "spam in every community", "expires": "", "endMemberships": "yes"})
 
     assert "1 instance ban in force" in (await client.get("/admin", session=operator)).text
-    # removed from both, each removal a signed member.removed delivery
-    for did in (one, two):
-        assert not (await api.check(did, mallory["did"]))["isMember"]
-    got = await rec.wait_for(2)
-    delivered = sorted((r.verified["data"]["communityDid"], r.verified["data"]["memberDid"]) for r in got)
-    assert all(r.verified is not None and r.verified["type"] == "member.removed" for r in got)
-    assert delivered == sorted([(one, mallory["did"]), (two, mallory["did"])])
-    assert all(r.verified["data"]["byInstance"] is True and r.verified["data"]["removedBy"] == OPERATOR
+    # removed from both, each removal a signed member.removed delivery; their waiting
+    # request declined, a signed member.rejected delivery
+    for did in (one, two, waiting):
+        status = await api.check(did, mallory["did"])
+        assert not status["isMember"] and not status["isPending"]
+    got = await rec.wait_for(3)
+    assert all(r.verified is not None for r in got)
+    delivered = sorted((r.verified["type"], r.verified["data"]["communityDid"], r.verified["data"]["memberDid"])
+                       for r in got)
+    assert delivered == sorted([("member.removed", one, mallory["did"]), ("member.removed", two, mallory["did"]),
+                                ("member.rejected", waiting, mallory["did"])])
+    assert all(r.verified["data"]["byInstance"] is True
+               and r.verified["data"].get("removedBy", r.verified["data"].get("rejectedBy")) == OPERATOR
                and "spam in every community" in r.verified["data"]["reason"] for r in got)
+    # the waiting room's admin finds nothing left to decide
+    assert (await api.decide(waiting, "approve", bob["did"], mallory["did"])).status == 404
 
     # refused everywhere: join, request, creation, report, records; an app's join too
     refused(await api.join(open_door, mallory["did"]), "banned_on_instance")
@@ -93,9 +100,6 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     refused(await client.post(api.path(one, "/reports"), api_key=api.key, headers={"Authorization": f"Bearer {token}"},
                               json={"reporterDid": mallory["did"], "reason": "spam", "subject": alice["did"]}),
             "banned_on_instance")
-    # nor can an admin add them: their request from before the ban cannot be approved
-    refused(await api.decide(waiting, "approve", bob["did"], mallory["did"]), "banned_on_instance")
-    assert not (await api.check(waiting, mallory["did"]))["isMember"]
     message = (await api.join(open_door, mallory["did"])).json()["message"]
     assert "banned on this instance" in message and "appeals@instance.test" in message
     # the site's own join form, for a session of theirs that predates the ban
@@ -126,6 +130,25 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     sentences = [e["sentence"] for e in await audit.entries(app.db)]
     assert sentences == [f"{OPERATOR} lifted the instance ban of {mallory['did']}.",
                          f"{OPERATOR} banned on the instance {mallory['did']} (reason: spam in every community)."]
+
+
+async def test_a_ban_that_ends_nothing_keeps_memberships_and_requests_but_no_approval(app, client, devnet, people):
+    api = await Api.make(app, client)
+    alice, erin = people("alice"), people("erin")
+    club = (await api.create(alice, "Book club"))["did"]
+    waiting = (await api.create(alice, "Reading room", type="admin-approved"))["did"]
+    assert (await api.join(club, erin["did"])).status == 201
+    assert (await api.join(waiting, erin["did"])).status == 202
+    operator = await login_as(app, OPERATOR, "op.test")
+    await console(client, operator, "/admin/people/ban", {"subject": erin["did"], "reason": "cooling off",
+                                                           "expires": "7d"})
+    assert (await api.check(club, erin["did"]))["isMember"]
+    assert (await api.check(waiting, erin["did"]))["isPending"]
+    refused(await api.decide(waiting, "approve", alice["did"], erin["did"]), "banned_on_instance")
+    assert (await api.check(waiting, erin["did"]))["isPending"]
+    await console(client, operator, "/admin/people/unban", {"subject": erin["did"]})
+    assert (await api.decide(waiting, "approve", alice["did"], erin["did"])).status == 200
+    assert (await api.check(waiting, erin["did"]))["isMember"]
 
 
 async def test_a_handle_domain_ban_refuses_everyone_under_it(app, client, devnet, people):

@@ -136,7 +136,9 @@ class CommunitiesService(Protocol):
         """End a membership on the instance's behalf (`by`: the DID of the operator, or of
         whoever the plugin acts for): no capability in the community is asked; the same
         command, ``member.removed`` event (data ``byInstance`` true) and audit entry as
-        an admin's removal. 404 ``not_member``; 409 for the primary admin."""
+        an admin's removal. A pending join request is declined instead (``member.rejected``,
+        ``byInstance`` true; answer ``status`` ``rejected``). 404 ``not_member``; 409 for
+        the primary admin."""
     async def remove_from_index(self, community_did: str, *, by: str, reason: str | None = None) -> dict[str, Any]:
         """Forget a community on the instance's behalf (`by`: the operator's DID): its
         index and stored credentials, with an audit entry; nothing is written to its repo

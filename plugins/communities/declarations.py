@@ -28,8 +28,10 @@ EVENT_KINDS = [
           _member(reason=STRING_OR_NULL), "Someone left"),
     _kind("member.approved", "An admin or moderator approved a join request.",
           _member("approvedBy"), "A join request was approved", "approvedBy"),
-    _kind("member.rejected", "An admin or moderator declined a join request.",
-          _member("rejectedBy", reason=STRING_OR_NULL), "A join request was declined", "rejectedBy"),
+    _kind("member.rejected", "An admin or moderator declined a join request (byInstance: an operator's "
+          "instance-wide ban did).",
+          _member("rejectedBy", reason=STRING_OR_NULL, byInstance=_BOOL), "A join request was declined",
+          "rejectedBy"),
     _kind("member.removed", "A member was removed (byInstance: by an operator's instance-wide ban).",
           _member("removedBy", reason=STRING_OR_NULL, byInstance=_BOOL),
           "A member was removed", "removedBy"),

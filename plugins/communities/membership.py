@@ -357,8 +357,21 @@ async def end_for_instance(app: "Application", community: Row, member_did: str, 
                            reason: str | None) -> dict[str, Any]:
     """End a membership on the instance's behalf (an operator's instance-wide ban): no
     capability in the community is asked; the same command, ``member.removed`` event and
-    audit entry as an admin's removal (an admin too; the primary admin never: 409)."""
+    audit entry as an admin's removal (an admin too; the primary admin never: 409). A
+    pending join request is declined instead, as an admin's decline (``member.rejected``)."""
     actor = Actor(by_did, None, proven=True)
+    did = community["did"]
+    if (await member_status(app.db, did, member_did)).is_pending:
+        async with app.db.transaction("communities.reject") as tx:
+            await active_tx(tx, did)
+            if await store.delete_request_tx(tx, did, member_did):
+                await store.adjust_counts_tx(tx, did, pending=-1)
+                await emit_tx(app, tx, "member.rejected", community_did=did,
+                              data={"memberDid": member_did, "rejectedBy": by_did, "reason": reason,
+                                    "byInstance": True}, app_id=None, actor_did=by_did)
+                await audit_tx(app, tx, did, "member.rejected", actor, member_did, reason)
+                return {"status": "rejected", "communityDid": did, "memberDid": member_did}
+        # approved or withdrawn meanwhile: a member now is removed below, else 404
     return await _remove(app, community, member_did, actor, "member.removed", reason,
                          {"removedBy": by_did, "reason": reason, "byInstance": True})
 

@@ -85,7 +85,8 @@ def ban_json(row: Any, now: str) -> dict[str, Any]:
 async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires: Any = None,
               end_memberships: bool = False, via: str = "web") -> dict[str, Any]:
     """Ban on the instance (again: the new reason and expiry replace the old). With
-    `end_memberships` (a DID only) every membership ends with a ``member.removed`` event;
+    `end_memberships` (a DID only) every membership ends with a ``member.removed`` event
+    and every pending join request is declined (``member.rejected``);
     one that could not end (the primary admin of a community, a PDS that failed) is named
     in ``notEnded``, and banning again retries them."""
     subject, kind = ban_subject(subject)
@@ -113,9 +114,11 @@ async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires
 
 
 async def end_memberships_of(app: Any, did: str, operator_did: str, reason: str) -> tuple[list[str], list[dict]]:
-    """End each of `did`'s memberships through the communities service (events, audit)."""
+    """End each of `did`'s memberships, and decline each of their pending join requests,
+    through the communities service (events, audit)."""
     communities = app.communities
-    rows = await communities.memberships_of(did, limit=MAX_ENDED, after_id=None)
+    rows = list(await communities.memberships_of(did, limit=MAX_ENDED, after_id=None))
+    rows += await communities.requests_of(did)
     ended, not_ended = [], []
     for row in rows:
         try:
