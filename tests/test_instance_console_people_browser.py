@@ -98,7 +98,7 @@ async def test_an_operator_works_the_communities_and_people_pages(app, client, d
             assert "Knitting circle" in text and "Primary admin" in text and "Pill emporium" in text
             await pages.check(operator, "console-person")
             await operator.locator("#reason-p").fill("Harassing members of several communities")
-            await operator.get_by_label("Also end their memberships now").check()
+            await operator.get_by_label("Also end their memberships").check()
             await operator.get_by_role("button", name=f"Ban {bob['handle']}").click()
             await operator.wait_for_load_state()
             text = await operator.content()

@@ -57,7 +57,7 @@ def _add_instance(parser: argparse.ArgumentParser) -> None:
     ban.add_argument("--reason", required=True, help="why (kept in the instance audit log)")
     ban.add_argument("--expires", help="30d (days from now) or a date (2027-01-31); default: until lifted")
     ban.add_argument("--end-memberships", action="store_true",
-                     help="also end every membership of the DID (member.removed events)")
+                     help="also end every membership of the DID and decline its pending join requests (member.removed, member.rejected events)")
     unban = acting(actions.add_parser("unban", help="lift an instance ban"))
     unban.add_argument("subject", help="did:… or *.domain")
     add_json_flag(actions.add_parser("bans", help="every instance ban, newest first (in force or expired)"))
