@@ -24,6 +24,16 @@ async def delete_session_tx(tx: Transaction, id_hash: str) -> None:
     await tx.execute("DELETE FROM sessions WHERE id_hash = ?", (id_hash,))
 
 
+async def session_ids_of(db: Database, did: str) -> list[str]:
+    rows = await db.fetchall("SELECT id_hash FROM sessions WHERE did = ?", (did,))
+    return [row["id_hash"] for row in rows]
+
+
+async def delete_sessions_of_tx(tx: Transaction, did: str) -> int:
+    cur = await tx.execute("DELETE FROM sessions WHERE did = ?", (did,))
+    return cur.rowcount
+
+
 async def update_handle_tx(tx: Transaction, id_hash: str, handle: str | None) -> None:
     await tx.execute("UPDATE sessions SET handle = ? WHERE id_hash = ?", (handle, id_hash))
 

@@ -68,8 +68,17 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
     await subscribe(client, api.key, rec, ["member.removed", "member.rejected"])
 
     operator = await login_as(app, OPERATOR, "op.test")
+    signed_in = [await login_as(app, mallory["did"], mallory["handle"]) for _ in range(2)]  # two browsers
+    carols = await login_as(app, carol["did"], carol["handle"])
+    for session in signed_in:
+        assert (await client.get("/api/v1/apps", session=session)).status == 200
     await console(client, operator, "/admin/people/ban", {
         "subject": mallory["did"], "reason": "spam in every community", "expires": "", "endMemberships": "yes"})
+    # signed out everywhere at once; nobody else is
+    for session in signed_in:
+        gone = await client.get("/api/v1/apps", session=session)
+        assert gone.status == 401 and gone.json()["error"] == "session_invalid"
+    assert (await client.get("/api/v1/apps", session=carols)).status == 200
 
     assert "1 instance ban in force" in (await client.get("/admin", session=operator)).text
     # removed from both, each removal a signed member.removed delivery; their waiting
@@ -102,7 +111,7 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
             "banned_on_instance")
     message = (await api.join(open_door, mallory["did"])).json()["message"]
     assert "banned on this instance" in message and "appeals@instance.test" in message
-    # the site's own join form, for a session of theirs that predates the ban
+    # the site's own join form, for a session of theirs made behind the login's back
     theirs = await login_as(app, mallory["did"], mallory["handle"])
     page = await client.post(f"/c/{open_door}/join", **form(theirs, {}))
     assert page.status == 403 and "banned on this instance" in page.text

@@ -60,7 +60,7 @@ PUBLIC_NAMES: dict[str, list[str]] = {
     "daemon.plugin.services": [
         "AppsService", "WebhooksService", "OAuthService", "WebService", "RecordsService"],
     "daemon.plugin.security": [
-        "SID_COOKIE", "NewSession", "create_session", "authenticate_session", "end_session",
+        "SID_COOKIE", "NewSession", "create_session", "authenticate_session", "end_session", "end_sessions_of",
         "set_session_cookies", "clear_session_cookies", "Guard", "Target", "GuardedTransport",
         "TargetRefused", "AddressRefused", "RequestRefused"],
     "daemon.plugin.cli": [

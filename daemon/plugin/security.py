@@ -12,10 +12,11 @@ from __future__ import annotations
 from daemon.http.base import SID_COOKIE
 from daemon.security.netguard import AddressRefused, Guard, GuardedTransport, RequestRefused, Target, TargetRefused
 from daemon.security.sessions import (authenticate_session, clear_session_cookies, create_session,
-                                      end_session, NewSession, set_session_cookies)
+                                      end_session, end_sessions_of, NewSession, set_session_cookies)
 
 __all__ = [
-    "SID_COOKIE", "NewSession", "create_session", "authenticate_session", "end_session", "set_session_cookies",
+    "SID_COOKIE", "NewSession", "create_session", "authenticate_session", "end_session", "end_sessions_of",
+    "set_session_cookies",
     "clear_session_cookies", "Guard", "Target", "GuardedTransport", "TargetRefused", "AddressRefused",
     "RequestRefused",
 ]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from daemon.base import ApiError, Principal
 from daemon.http.base import SID_COOKIE
+from daemon.runtime.services import OAuthService
 from store import sessions as sessions_store
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +86,22 @@ async def end_session(app: "Application", id_hash: str) -> None:
     """End the session known by `id_hash` (`Principal.session_id`); ending one already gone is no error."""
     async with app.db.transaction("sessions.delete") as tx:
         await sessions_store.delete_session_tx(tx, id_hash)
+
+
+async def end_sessions_of(app: "Application", did: str) -> int:
+    """Sign `did` out everywhere (an operator's ban): every session of theirs ends at once,
+    and each one's OAuth grant is revoked at their PDS (best effort, as at sign-out);
+    returns how many sessions ended. A session begun afterwards is the login's business."""
+    oauth = app.service(OAuthService)
+    for id_hash in await sessions_store.session_ids_of(app.db, did):
+        if oauth is not None:
+            try:
+                await oauth.sign_out(id_hash)
+            except Exception:  # noqa: BLE001 - the PDS may be down: the session ends anyway
+                logging.getLogger(__name__).warning("could not revoke a grant of %s at its PDS", did,
+                                                    exc_info=True)
+    async with app.db.transaction("sessions.delete_all") as tx:
+        return await sessions_store.delete_sessions_of_tx(tx, did)
 
 
 async def delete_expired_sessions(app: "Application") -> int:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from daemon.plugin import ApiError, iso, is_did
+from daemon.plugin.security import end_sessions_of
 from plugins.instance.policy import ban_in_force  # noqa: F401 (the console and tests ask it here)
 from plugins.instance import audit, store
 
@@ -84,7 +85,8 @@ def ban_json(row: Any, now: str) -> dict[str, Any]:
 
 async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires: Any = None,
               end_memberships: bool = False, via: str = "web") -> dict[str, Any]:
-    """Ban on the instance (again: the new reason and expiry replace the old). With
+    """Ban on the instance (again: the new reason and expiry replace the old). A banned DID
+    is signed out of the site everywhere (``signedOut``: how many sessions ended). With
     `end_memberships` (a DID only) every membership ends with a ``member.removed`` event
     and every pending join request is declined (``member.rejected``);
     one that could not end (the primary admin of a community, a PDS that failed) is named
@@ -106,7 +108,10 @@ async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires
                               {"reason": reason, "expiresAt": expires_at, "endMemberships": end_memberships},
                               via=via)
     out: dict[str, Any] = {"subject": subject, "kind": kind, "reason": reason, "expiresAt": expires_at,
-                           "endMemberships": end_memberships, "ended": [], "notEnded": []}
+                           "endMemberships": end_memberships, "ended": [], "notEnded": [],
+                           # a DID is signed out of this site at once (a domain's people at
+                           # their next sign-in: every action of theirs is refused meanwhile)
+                           "signedOut": await end_sessions_of(app, subject) if kind == "did" else 0}
     if end_memberships:
         ended, not_ended = await end_memberships_of(app, subject, operator_did, reason)
         out.update(ended=ended, notEnded=not_ended)
