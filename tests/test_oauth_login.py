@@ -3,6 +3,7 @@ service as a confidential client over TLS; then the session's grant at work."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 
@@ -145,6 +146,36 @@ async def test_logout_ends_session_and_revokes_the_grant(app, service, oauth_acc
     with pytest.raises(OAuthError) as refused:
         await oauth.client.refresh(grant.server, grant.dpop_key, grant.refresh_token)
     assert refused.value.error == "invalid_grant"
+
+
+async def test_signing_a_person_out_everywhere_ends_every_session_and_revokes_each_grant(
+        app, service, oauth_account, monkeypatch):
+    """`end_sessions_of` (an operator's ban): both browsers' sessions end before it returns,
+    their grants are forgotten, and the PDS refuses their refresh tokens soon after."""
+    from daemon.plugin.security import end_sessions_of
+    browsers = [service(), service()]
+    for browser in browsers:
+        await oauth_login(browser, oauth_account)
+        assert (await browser.get("/users/me")).status == 200
+    oauth = oauth_state(app)
+    grants = [await oauth.grants.load(browser.session_id) for browser in browsers]
+
+    spawned: list[asyncio.Task] = []
+    spawn = app.spawn
+    monkeypatch.setattr(app, "spawn", lambda coro, name=None: spawned.append(spawn(coro, name)) or spawned[-1])
+
+    assert await end_sessions_of(app, oauth_account["did"]) == 2
+    for browser in browsers:
+        assert (await browser.get("/users/me")).status == 401
+        assert await oauth_store.get_grant(app.db, browser.session_id) is None
+
+    # the revocations run in the background: once they are done, the PDS refuses the tokens
+    assert [t.get_name() for t in spawned] == ["oauth.revoke_all"]
+    await spawned[0]
+    for grant in grants:
+        with pytest.raises(OAuthError) as refused:
+            await oauth.client.refresh(grant.server, grant.dpop_key, grant.refresh_token)
+        assert refused.value.error == "invalid_grant"
 
 
 async def test_database_holds_no_plaintext_token(app, service, oauth_account):

@@ -320,3 +320,17 @@ async def test_a_primary_maps_its_reads_and_sees_every_write_through_the_mapping
         assert await follower.fetchval("SELECT count(*) FROM grow") == 10
     finally:
         await follower.close()
+
+
+@pytest.mark.parametrize("mmap_mb", [0, 8])
+async def test_the_database_the_daemon_opens_maps_what_storage_mmap_mb_says(tmp_path, mmap_mb):
+    from daemon.runtime.config import Config
+    from daemon.runtime.replication import open_database
+    config = Config.from_mapping({"storage": {"state_dir": str(tmp_path), "mmap_mb": mmap_mb}}, base_dir=tmp_path)
+    db = open_database(config)
+    await db.open()
+    try:
+        assert await db.pragma("mmap_size") == mmap_mb << 20
+        assert db._now.execute("PRAGMA mmap_size").fetchone()[0] == mmap_mb << 20
+    finally:
+        await db.close()

@@ -201,7 +201,7 @@ async def run_migrate(config: Any, pm: Any, dry_run: bool = False) -> int:
     if config.is_follower:
         raise ReadOnlyDatabase("migrate")
 
-    db = Database(config.database_path)
+    db = Database(config.database_path, mmap_bytes=config.storage.mmap_mb << 20)
     await db.open()
     try:
         applied = await migrate_with_backup(db, config, pm)

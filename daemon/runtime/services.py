@@ -341,6 +341,10 @@ class OAuthService(Protocol):
     async def sign_out(self, session_id: str) -> bool:
         """Revoke the session's grant at the PDS (best effort) and forget it; True if the
         PDS confirmed the revocation."""
+    async def sign_out_all(self, session_ids: list[str]) -> int:
+        """Forget these sessions' grants at once, and revoke their tokens at the PDSes in
+        the background (best effort, all at once, a deadline for them all); returns how
+        many grants there were. For signing a person out everywhere (`end_sessions_of`)."""
 
 
 class WebService(Protocol):

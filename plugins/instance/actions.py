@@ -5,6 +5,7 @@ the instance audit log, in the same transaction."""
 
 from __future__ import annotations
 
+import logging
 import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -13,6 +14,8 @@ from daemon.plugin import ApiError, iso, is_did
 from daemon.plugin.security import end_sessions_of
 from plugins.instance.policy import ban_in_force  # noqa: F401 (the console and tests ask it here)
 from plugins.instance import audit, store
+
+log = logging.getLogger("commonroom.instance")
 
 MAX_REASON = 500
 #: Memberships one ban ends at most in one pass (a person in more runs the ban again).
@@ -108,10 +111,15 @@ async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires
                               {"reason": reason, "expiresAt": expires_at, "endMemberships": end_memberships},
                               via=via)
     out: dict[str, Any] = {"subject": subject, "kind": kind, "reason": reason, "expiresAt": expires_at,
-                           "endMemberships": end_memberships, "ended": [], "notEnded": [],
-                           # a DID is signed out of this site at once (a domain's people at
-                           # their next sign-in: every action of theirs is refused meanwhile)
-                           "signedOut": await end_sessions_of(app, subject) if kind == "did" else 0}
+                           "endMemberships": end_memberships, "ended": [], "notEnded": []}
+    if kind == "did":
+        # Signed out of this site at once (a domain's people are refused at their next
+        # sign-in, and the actions docs/operations.md lists are refused meanwhile).
+        try:
+            out["signedOut"] = await end_sessions_of(app, subject)
+        except Exception:  # noqa: BLE001 - the ban holds; ending memberships must still run
+            log.exception("instance ban: could not end the sessions of %s", subject)
+            out["signedOut"] = None
     if end_memberships:
         ended, not_ended = await end_memberships_of(app, subject, operator_did, reason)
         out.update(ended=ended, notEnded=not_ended)
@@ -119,23 +127,35 @@ async def ban(app: Any, operator_did: str, subject: Any, *, reason: Any, expires
 
 
 async def end_memberships_of(app: Any, did: str, operator_did: str, reason: str) -> tuple[list[str], list[dict]]:
-    """End each of `did`'s memberships, and decline each of their pending join requests,
-    through the communities service (events, audit)."""
+    """Decline each of `did`'s pending join requests, then end each of their memberships,
+    through the communities service (events, audit). Requests first: one approved while
+    this runs is then a membership when the memberships are read, and ends with them."""
     communities = app.communities
-    rows = list(await communities.memberships_of(did, limit=MAX_ENDED, after_id=None))
-    rows += await communities.requests_of(did)
-    ended, not_ended = [], []
-    for row in rows:
-        try:
-            await communities.end_membership(row["did"], did, by=operator_did,
-                                             reason=f"banned on the instance: {reason}")
-            ended.append(row["did"])
-        except ApiError as exc:
-            if exc.code == "not_member":
-                continue  # ended meanwhile
+    ended: list[str] = []
+    not_ended: list[dict] = []
+    seen: set[str] = set()
+    while True:  # the service lists 100 requests at a time
+        batch = [row for row in await communities.requests_of(did) if row["did"] not in seen]
+        if not batch:
+            break
+        for row in batch:
+            seen.add(row["did"])
+            await _end_one(communities, row, did, operator_did, reason, ended, not_ended)
+    for row in await communities.memberships_of(did, limit=MAX_ENDED, after_id=None):
+        if row["did"] not in ended:
+            await _end_one(communities, row, did, operator_did, reason, ended, not_ended)
+    return ended, not_ended
+
+
+async def _end_one(communities: Any, row: Any, did: str, operator_did: str, reason: str,
+                   ended: list[str], not_ended: list[dict]) -> None:
+    try:
+        await communities.end_membership(row["did"], did, by=operator_did, reason=f"banned on the instance: {reason}")
+        ended.append(row["did"])
+    except ApiError as exc:
+        if exc.code != "not_member":  # not_member: ended meanwhile
             not_ended.append({"community": row["did"], "name": row["display_name"], "error": exc.code,
                               "message": exc.message})
-    return ended, not_ended
 
 
 async def unban(app: Any, operator_did: str, subject: Any, *, via: str = "web") -> dict[str, Any]:

@@ -6,6 +6,7 @@ A grant that can no longer be refreshed ends its session: the next request gets 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from daemon.plugin import Application
 
 log = logging.getLogger("commonroom.oauth")
+
+#: How long `GrantManager.forget_then_revoke` waits for the servers' answers, all together.
+REVOKE_ALL_SECONDS = 30
 
 # Refresh answers that mean the grant is gone for good (revoked, expired, replayed).
 DEAD_GRANT_ERRORS = frozenset({"invalid_grant", "invalid_client", "unauthorized_client",
@@ -184,6 +188,32 @@ class GrantManager:
             await oauth_store.delete_grant_tx(tx, session_id)
         return revoked
 
+    async def forget_then_revoke(self, session_ids: list[str]) -> int:
+        """Delete these sessions' grants at once (one transaction), then revoke their
+        tokens at the authorization servers in the background, all at once and within
+        `REVOKE_ALL_SECONDS` (best effort: a server that stalls delays nothing). Returns
+        how many grants there were."""
+        grants = [grant for grant in [await self.load(sid) for sid in session_ids] if grant is not None]
+        if not grants:
+            return 0
+        async with self.app.db.transaction("oauth.forget_all") as tx:
+            for grant in grants:
+                await oauth_store.delete_grant_tx(tx, grant.session_id)
+
+        async def revoke_all() -> None:
+            calls = [self.client.revoke(grant.server, grant.dpop_key, token)
+                     for grant in grants for token in (grant.refresh_token, grant.access_token) if token]
+            try:
+                done = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), REVOKE_ALL_SECONDS)
+            except asyncio.TimeoutError:
+                log.info("token revocations still unanswered after %d s: given up", REVOKE_ALL_SECONDS)
+                return
+            failed = sum(1 for result in done if result is not True)
+            if failed:
+                log.info("%d of %d token revocations were not confirmed", failed, len(done))
+        self.app.spawn(revoke_all(), name="oauth.revoke_all")
+        return len(grants)
+
 
 class OAuthState:
     """The plugin's per-application state, ``app.oauth`` (`cr_services`): the OAuth
@@ -217,6 +247,9 @@ class OAuthState:
 
     async def sign_out(self, session_id: str) -> bool:
         return await self.grants.revoke_and_forget(session_id)
+
+    async def sign_out_all(self, session_ids: list[str]) -> int:
+        return await self.grants.forget_then_revoke(session_ids)
 
 
 def oauth_state(app: "Application") -> OAuthState:
