@@ -143,11 +143,13 @@ async def test_an_instance_ban_ends_memberships_and_refuses_everything_until_lif
 
 async def test_a_ban_that_ends_nothing_keeps_memberships_and_requests_but_no_approval(app, client, devnet, people):
     api = await Api.make(app, client)
-    alice, erin = people("alice"), people("erin")
+    alice, erin, frank = people("alice"), people("erin"), people("frank")
     club = (await api.create(alice, "Book club"))["did"]
     waiting = (await api.create(alice, "Reading room", type="admin-approved"))["did"]
+    den = (await api.create(erin, "Erin's den", type="admin-approved"))["did"]
     assert (await api.join(club, erin["did"])).status == 201
     assert (await api.join(waiting, erin["did"])).status == 202
+    assert (await api.join(den, frank["did"])).status == 202
     operator = await login_as(app, OPERATOR, "op.test")
     await console(client, operator, "/admin/people/ban", {"subject": erin["did"], "reason": "cooling off",
                                                            "expires": "7d"})
@@ -155,9 +157,20 @@ async def test_a_ban_that_ends_nothing_keeps_memberships_and_requests_but_no_app
     assert (await api.check(waiting, erin["did"]))["isPending"]
     refused(await api.decide(waiting, "approve", alice["did"], erin["did"]), "banned_on_instance")
     assert (await api.check(waiting, erin["did"]))["isPending"]
+    # nor may they moderate their own community: approve, decline, remove, ban
+    for decision in ("approve", "reject"):
+        refused(await api.decide(den, decision, erin["did"], frank["did"]), "banned_on_instance")
+    refused(await api.delete(api.path(den, f"/members/{alice['did']}"), {"adminDid": erin["did"]}),
+            "banned_on_instance")
+    refused(await api.post(api.path(den, "/bans"), {"adminDid": erin["did"], "memberDid": frank["did"]}),
+            "banned_on_instance")
+    assert (await api.check(den, frank["did"]))["isPending"]
     await console(client, operator, "/admin/people/unban", {"subject": erin["did"]})
     assert (await api.decide(waiting, "approve", alice["did"], erin["did"])).status == 200
     assert (await api.check(waiting, erin["did"]))["isMember"]
+    assert (await api.decide(den, "approve", erin["did"], frank["did"])).status == 200
+    removed = await api.delete(api.path(den, f"/members/{frank['did']}"), {"adminDid": erin["did"]})
+    assert removed.status == 200, removed.text
 
 
 async def test_a_handle_domain_ban_refuses_everyone_under_it(app, client, devnet, people):

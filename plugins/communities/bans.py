@@ -49,6 +49,7 @@ async def ban(app: "Application", community: Row, target_did: str, actor: Actor,
     await require_manager(app.db, community, actor.app_id)
     target = await member_status(app.db, did, target_did)
     _may_ban(await member_status(app.db, did, actor.did), target)
+    await app.check_action("community.moderate", actor.did, community_did=did, app_id=actor.app_id)
     if not (target.is_member or target.is_pending):
         await require_person(app, target_did, "memberDid")  # a ban in advance names a real person
     return await app.writes.run(Ban(app, did, actor, target_did, reason=reason, expires_at=expires_at))
@@ -112,6 +113,7 @@ class Ban(Removal):
 async def unban(app: "Application", community: Row, target_did: str, actor: Actor) -> dict[str, Any]:
     """Lift a ban in force (404 ``not_banned`` otherwise)."""
     did = community["did"]
+    await app.check_action("community.moderate", actor.did, community_did=did, app_id=actor.app_id)
     async with app.db.transaction("communities.unban") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.ban")

@@ -206,6 +206,7 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
     did = community["did"]
     await require_manager(app.db, community, actor.app_id)
     require_capability(await member_status(app.db, did, actor.did), "members.approve")
+    await app.check_action("community.moderate", actor.did, community_did=did, app_id=actor.app_id)
     target = await member_status(app.db, did, member_did)
     if target.is_member:
         raise ApiError(409, "already_member", "This user is already a member of the community.")
@@ -224,6 +225,7 @@ async def approve(app: "Application", community: Row, member_did: str, actor: Ac
 async def reject(app: "Application", community: Row, member_did: str, actor: Actor,
                  reason: str | None) -> dict[str, Any]:
     did = community["did"]
+    await app.check_action("community.moderate", actor.did, community_did=did, app_id=actor.app_id)
     async with app.db.transaction("communities.reject") as tx:
         await require_manager(tx, await active_tx(tx, did), actor.app_id)
         require_capability(await member_status(tx, did, actor.did), "members.approve")
@@ -278,6 +280,7 @@ async def remove(app: "Application", community: Row, member_did: str, actor: Act
     await require_manager(app.db, community, actor.app_id)
     me = await member_status(app.db, did, actor.did)
     require_capability(me, "members.remove")
+    await app.check_action("community.moderate", actor.did, community_did=did, app_id=actor.app_id)
     target = await member_status(app.db, did, member_did)
     if target.is_admin and not me.is_admin:
         raise ApiError(403, "not_admin", "Only an admin may remove an admin.")

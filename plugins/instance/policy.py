@@ -22,7 +22,8 @@ SUSPENDED_REFUSES = frozenset({"community.join", "community.request", "member.ad
 VERBS = {"session.sign_in": "sign in", "community.create": "create a community",
          "community.join": "join a community", "community.request": "ask to join a community",
          "membership.sync": "join a community", "member.add": "be added as a member",
-         "report.create": "report", "record.write": "write records", "community.update": "change a community"}
+         "report.create": "report", "record.write": "write records", "community.update": "change a community",
+         "community.moderate": "approve, decline, remove or ban members"}
 
 
 async def check_action(app: Any, action: str, actor_did: str | None, community_did: str | None,
