@@ -38,6 +38,29 @@ async def test_a_banned_person_cannot_sign_in_until_the_ban_is_lifted(app, servi
     assert (await oauth_login(service(), oauth_account)).status == 302
 
 
+async def test_a_ban_that_lands_during_a_sign_in_refuses_it(app, service, oauth_account, monkeypatch) -> None:
+    """The ban commits just after the callback's first check passed and before its session
+    exists (so the ban's sign-out finds nothing): the check made once the session exists
+    refuses the sign-in, ends that session and forgets its grant."""
+    real, landed = app.check_action, []
+
+    async def racing(action: str, actor_did: str | None, **kwargs: Any) -> None:
+        await real(action, actor_did, **kwargs)
+        if action == "session.sign_in" and not landed:
+            landed.append(await actions.ban(app, OPERATOR, actor_did, reason="landed mid-login"))
+    monkeypatch.setattr(app, "check_action", racing)
+
+    browser = service()
+    started = await browser.post("/login", json={"input": oauth_account["handle"]})
+    redirect = await pds_authorize(started.json()["redirectUrl"], oauth_account["handle"], oauth_account["password"])
+    done = await browser.get(callback_path(redirect))
+    assert landed and landed[0]["signedOut"] == 0        # the ban came before the session
+    assert done.status == 403, done.text
+    assert "banned on this instance" in done.text and "sid" not in browser.cookies
+    assert await app.db.fetchval("SELECT COUNT(*) FROM sessions") == 0
+    assert await app.db.fetchval("SELECT COUNT(*) FROM oauth_grants") == 0
+
+
 class TestAnOperatorUnderABannedDomain:
     """A handle-domain ban never locks an operator out, though their handle is under it."""
 

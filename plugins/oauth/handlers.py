@@ -345,6 +345,13 @@ class CallbackHandler(BrowserFacing):
         except BaseException:
             await end_session(self.app, session_id)
             raise
+        try:  # again, now that the session exists: a ban that landed since the first check
+            # signed out the sessions it found, and this one may have come after it looked
+            await self.app.check_action("session.sign_in", tokens.sub)
+        except ApiError as exc:
+            await oauth.sign_out(session_id)
+            await end_session(self.app, session_id)
+            raise LoginPageError("sign_in_refused", exc.message, exc.status) from None
         set_session_cookies(self, sid, csrf)
         log.info("logged in %s (%s) through %s", tokens.sub, info.handle, server.issuer)
         self.redirect(flow["return_to"] or client.cfg.after_login_url)
