@@ -62,6 +62,21 @@ class PrivateBoard(PageHandler):
         self.render_page("board.html", title="Mine", community="mine", note="yours")
 
 
+class UploadPage(PageHandler):
+    """A form that sends a file: what arrived is kept in `received` for the test to read."""
+    plugin = "board"
+    login_required = True
+    accepts_files = True
+    max_body = 64 * 1024
+    received: list[tuple[str, Any]] = []
+
+    async def submit(self) -> None:
+        picture = self.files.get("picture", [])
+        UploadPage.received.append((self.form.get("caption", ""), [(f.filename, f.content_type, f.body)
+                                                                   for f in picture]))
+        self.see_other("/board-upload", done="posted")
+
+
 class Escaping(PageHandler):
     plugin = "board"
 
@@ -126,6 +141,7 @@ class Board:
     @hookimpl
     def cr_routes(self, app: Any) -> list[tuple]:
         return [(r"/board/([^/]+)", BoardPage), (r"/board-mine", PrivateBoard), (r"/board-escape", Escaping),
+                (r"/board-upload", UploadPage),
                 (r"/board-borrowing", Borrowing), *self.extra_routes]
 
     extra_routes: list[tuple] = []
@@ -177,6 +193,46 @@ async def test_the_sites_error_and_sign_in_pages_answer_for_a_plugins_page(app, 
     session = await login_as(app, "did:plc:boardmine", "mine.test")
     mine = await client.get("/board-mine", headers=cookie(session))
     assert mine.status == 200 and "<p class=note>yours</p>" in mine.text
+
+
+def multipart(fields: dict[str, str], files: dict[str, tuple[str, str, bytes]],
+              boundary: str = "b0undaryXYZ") -> tuple[bytes, dict[str, str]]:
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts += [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"; filename="{name}"\r\n'
+              f"Content-Type: {ctype}\r\n\r\n".encode() + body + b"\r\n"
+              for k, (name, ctype, body) in files.items()]
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), {
+        "Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+async def test_a_plugins_form_may_send_a_file_when_its_page_accepts_files(app, client):
+    """`PageHandler.accepts_files`: the fields in `form`, the files in `files`, the CSRF field
+    checked as in any form; a page that does not accept files answers 415; the page's
+    `max_body` caps the upload (413); a body that is not a form is a 400 page."""
+    UploadPage.received.clear()
+    session = await login_as(app, "did:plc:boarduploader", "uploader.test")
+    photo = bytes(range(256)) * 8
+    body, headers = multipart({"_csrf": session.csrf, "caption": "Our stall, Saturday"},
+                              {"picture": ("stall.png", "image/png", photo)})
+    sent = await client.post("/board-upload", body=body, headers={**cookie(session), **headers})
+    assert sent.status == 303 and sent.headers["Location"] == "/board-upload?done=posted"
+    assert UploadPage.received == [("Our stall, Saturday", [("stall.png", "image/png", photo)])]
+
+    body, headers = multipart({"_csrf": "forged", "caption": "x"}, {"picture": ("a.png", "image/png", b"x")})
+    forged = await client.post("/board-upload", body=body, headers={**cookie(session), **headers})
+    assert forged.status == 403 and "This form could not be sent" in forged.text
+    body, headers = multipart({"_csrf": session.csrf}, {"picture": ("big.png", "image/png", b"x" * 70_000)})
+    too_big = await client.post("/board-upload", body=body, headers={**cookie(session), **headers})
+    assert too_big.status == 413
+    broken = await client.post("/board-upload", body=b"--nope\r\n\r\n", headers={
+        **cookie(session), "Content-Type": "multipart/form-data; boundary=other"})
+    assert broken.status == 400 and "site-header" in broken.text
+    assert len(UploadPage.received) == 1                               # none of those reached submit
+
+    body, headers = multipart({"_csrf": session.csrf}, {"picture": ("a.png", "image/png", b"x")})
+    not_here = await client.post("/board/club.test", body=body, headers={**cookie(session), **headers})
+    assert not_here.status == 415 and "site-header" in not_here.text
 
 
 async def test_a_plugins_own_refusal_gets_the_sites_permission_page(app, client):

@@ -16,6 +16,8 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from tornado.httputil import parse_body_arguments
+
 from daemon.base import ApiError, Principal
 from daemon.http.base import STATE_CHANGING, BaseHandler, log_failure, same_site_path
 from daemon.security.sessions import SID_COOKIE, clear_session_cookies
@@ -23,6 +25,9 @@ from daemon.security.sessions import SID_COOKIE, clear_session_cookies
 #: The CSRF token's form field (its value: the session's token, as in the x-csrf-token header).
 CSRF_FIELD = "_csrf"
 FORM_TYPE = "application/x-www-form-urlencoded"
+FILES_FORM_TYPE = "multipart/form-data"
+#: The most fields (and files) a form may send.
+MAX_FORM_FIELDS = 50
 #: A page's template name inside its plugin's folder: plain names and sub-folders, .html.
 PAGE_NAME = re.compile(r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*\.html$")
 
@@ -88,14 +93,24 @@ class PageHandler(BaseHandler):
     notices: dict[str, str] = {}
     login_required = False
     serves_html = True  # pages for people: not in the OpenAPI document
+    #: True: the page's form may send files (``<form method="post" enctype="multipart/form-data">``).
+    #: Its fields are then in `form` as any form's, and its files in `files`: ``{name:
+    #: [HTTPFile]}``, each with ``filename``, ``content_type`` (what the browser claims) and
+    #: ``body`` (bytes). Set `max_body` (bytes), or override ``body_limit()``, to the largest
+    #: body you take, the multipart framing included: the default refuses a body over
+    #: `server.max_body_bytes` (413, before it is read). Treat what arrives as
+    #: untrusted: check its size and kind yourself, and re-encode what you keep (an image
+    #: through Pillow, as the site's own picture forms do).
+    accepts_files = False
     form: dict[str, str]
     form_lists: dict[str, list[str]]   # every value of each field (checkbox groups)
+    files: dict[str, list[Any]]
     session_ended = False
 
     async def admit(self) -> None:
         """The core's checks (body cap, rate limits; `auth` is None so no credentials),
         then the optional session. Refusals raised here reach `write_error` as pages."""
-        self.form, self.form_lists = {}, {}
+        self.form, self.form_lists, self.files = {}, {}, {}
         await super().admit()
         self.principal = await self._optional_session()
         if self.principal is not None and self.rate_limit is None:
@@ -133,17 +148,38 @@ class PageHandler(BaseHandler):
         return principal if principal.kind == "session" else None
 
     def _parse_form(self) -> dict[str, list[str]]:
-        ctype = self.request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        header = self.request.headers.get("Content-Type", "")
+        ctype = header.split(";")[0].strip().lower()
+        if ctype == FILES_FORM_TYPE and self.accepts_files:
+            return self._parse_files_form(header)
         if ctype != FORM_TYPE:
-            raise ApiError(415, "unsupported_media_type", "Send the form as " + FORM_TYPE + ".")
+            raise ApiError(415, "unsupported_media_type", "Send the form as " + FORM_TYPE
+                           + (" or " + FILES_FORM_TYPE if self.accepts_files else "") + ".")
         try:
             text = self.body.decode("utf-8")
         except UnicodeDecodeError:
             raise ApiError(400, "bad_request", "The form is not UTF-8.") from None
         try:
-            fields = parse_qs(text, keep_blank_values=True, max_num_fields=50)
+            fields = parse_qs(text, keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
         except ValueError:
             raise ApiError(400, "bad_request", "The form has too many fields.") from None
+        return fields
+
+    def _parse_files_form(self, header: str) -> dict[str, list[str]]:
+        """A ``multipart/form-data`` body (`accepts_files`): its fields, its files into `files`."""
+        raw: dict[str, list[bytes]] = {}
+        files: dict[str, list[Any]] = {}
+        try:
+            parse_body_arguments(header, self.body, raw, files)
+        except Exception:  # noqa: BLE001 - HTTPInputError and the like: not a form a browser sends
+            raise ApiError(400, "bad_request", "The form could not be read.") from None
+        if sum(map(len, raw.values())) + sum(map(len, files.values())) > MAX_FORM_FIELDS:
+            raise ApiError(400, "bad_request", "The form has too many fields.")
+        try:
+            fields = {k: [v.decode("utf-8") for v in vs] for k, vs in raw.items()}
+        except UnicodeDecodeError:
+            raise ApiError(400, "bad_request", "The form is not UTF-8.") from None
+        self.files = files
         return fields
 
     def _check_form_csrf(self) -> None:

@@ -14,7 +14,7 @@ from daemon.plugin import ApiError
 from plugins.web.admin import community_names, handle_confirmed, section_page
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import PRIMARY
-from plugins.web.shared import IDENT, MultipartForm, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
 
 #: Refusals of an import that are about the file or the passphrase (the service's words are shown).
 _IMPORT_FIELDS = {"bundle_malformed": "bundle", "bundle_unsupported": "bundle", "bundle_too_large": "bundle",
@@ -72,11 +72,12 @@ class HandoverPage(PageHandler):
                          answer=answer, bundle_b64=bundle_b64, bundle_text=answer["bundle"].decode("utf-8"))
 
 
-class ImportPage(MultipartForm, PageHandler):
+class ImportPage(PageHandler):
     """GET /new/import: bring a community handed over from another Commonroom (its bundle
     file and passphrase); POST imports it, then goes to its page."""
 
     login_required = True
+    accepts_files = True  # the bundle file (daemon.plugin.PageHandler)
 
     def form_page(self) -> str:
         return "/new/import"

@@ -13,7 +13,7 @@ from plugins.web.admin import row_profile, show_pictures
 from plugins.web import sections
 from plugins.web.base import FormErrors, PageHandler
 from plugins.web.sections import ADMIN
-from plugins.web.shared import IDENT, MultipartForm, community_path, community_row, signed_in_actor
+from plugins.web.shared import IDENT, community_path, community_row, signed_in_actor
 
 #: Refusals of an image, in words, by error code.
 _IMAGE_WORDS = {
@@ -24,11 +24,12 @@ _IMAGE_WORDS = {
 }
 
 
-class PictureAction(MultipartForm, PageHandler):
+class PictureAction(PageHandler):
     """POST /c/<ident>/settings/(avatar|banner): the form's file `image`; for the banner
     `fromProfile=yes` uses the person's own Bluesky banner instead. Then back (303)."""
 
     login_required = True
+    accepts_files = True  # the form's file (daemon.plugin.PageHandler)
 
     def body_limit(self) -> int:
         # room for the multipart framing around an image of the allowed size

@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
-import tornado.httputil
-
 from daemon.plugin import ApiError
 from daemon.plugin import Actor
 from plugins.web import queries
@@ -116,25 +114,3 @@ def signed_in_actor(handler: PageHandler) -> Actor:
     login (audit `actorProven`), with no app."""
     assert handler.principal is not None and handler.principal.did is not None
     return Actor(handler.principal.did, None, proven=True)
-
-
-
-class MultipartForm:
-    """For a page whose form sends a file (pictures, a handover bundle): a
-    ``multipart/form-data`` body is read into ``self.form`` (its fields) and ``self.files``
-    (``{name: [HTTPFile]}``); any other body as every page reads it. Put it before
-    `PageHandler` among the bases, and raise `body_limit` for the file."""
-
-    files: dict[str, list[Any]]
-
-    def _parse_form(self) -> dict[str, list[str]]:
-        self.files = {}
-        ctype = self.request.headers.get("Content-Type", "")  # type: ignore[attr-defined]
-        if ctype.split(";")[0].strip().lower() != "multipart/form-data":
-            return super()._parse_form()  # type: ignore[misc]
-        fields: dict[str, list[bytes]] = {}
-        try:
-            tornado.httputil.parse_body_arguments(ctype, self.body, fields, self.files)  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001 - HTTPInputError and the like: not a form we sent
-            raise ApiError(400, "bad_request", "The form could not be read.") from None
-        return {k: [v.decode("utf-8", "replace") for v in vs] for k, vs in fields.items()}
