@@ -290,9 +290,6 @@ class ReportCommunityPage(PageHandler):
                          reasons=community_reports.REASONS, reason_words=REASON_WORDS,
                          max_text=community_reports.MAX_TEXT)
 
-    def form_page(self) -> str:
-        return self.request.path
-
 
 class MyCommunityReportsPage(PageHandler):
     """A person's own reports about communities: the outcome, never who decided."""

@@ -115,9 +115,6 @@ class ReportPage(PageHandler):
                          status=exc.status if exc else 200, community=community, form=form, errors=errors,
                          reasons=REASONS, max_text=MAX_TEXT)
 
-    def form_page(self) -> str:
-        return self.request.path
-
 
 class QueuePage(PageHandler):
     """The open reports, grouped by subject, for holders of reports.review."""

@@ -407,9 +407,6 @@ class AppsPage(PageHandler):
 
     login_required = True
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         await self.show(row, FormErrors())
@@ -483,9 +480,6 @@ class DeletePage(PageHandler):
 
     login_required = True
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         await self.show(row, FormErrors())
@@ -515,9 +509,6 @@ class MovePage(PageHandler):
     or without JavaScript); POST begins it (primary admin only, the service checks)."""
 
     login_required = True
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)

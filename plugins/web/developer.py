@@ -217,9 +217,6 @@ class RateLimitAction(DeveloperPage):
 class RotateKeyPage(DeveloperPage):
     """GET /apps/<id>/rotate: "Make a new key?"; POST rotates (200: the new key)."""
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, app_id: str) -> None:
         app = await self.my_app(app_id)
         self.show("dev_confirm.html", f"Make a new key for {app['name']}?", app=app, hook=None, action="rotate", overlap=0)
@@ -234,9 +231,6 @@ class RotateKeyPage(DeveloperPage):
 
 class DeactivatePage(DeveloperPage):
     """GET /apps/<id>/deactivate: what deactivating does; POST deactivates."""
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, app_id: str) -> None:
         app = await self.my_app(app_id)
@@ -318,9 +312,6 @@ class WebhookForm(WebhooksOnly):
 class NewWebhookPage(WebhookForm):
     """GET /apps/<id>/webhooks/new: the form; POST creates (200: the signing secret)."""
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, app_id: str) -> None:
         app = await self.my_app(app_id)
         self.show("dev_webhook_new.html", f"New webhook for {app['name']}", app=app)
@@ -347,9 +338,6 @@ class NewWebhookPage(WebhookForm):
 class WebhookPage(WebhookForm):
     """GET /apps/<id>/webhooks/<wh>: the settings form, the delivery log (`?cursor=`)
     with Redeliver; POST saves the settings."""
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, app_id: str, webhook_id: str) -> None:
         await self.webhook_page(app_id, webhook_id, FormErrors())
@@ -389,9 +377,6 @@ class WebhookPage(WebhookForm):
 class RotateSecretPage(WebhooksOnly):
     """GET /apps/<id>/webhooks/<wh>/rotate: confirm; POST rotates (200: the new secret)."""
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)
         hook = self.webhooks.webhook_json(await self.webhooks.owned(app_id, webhook_id))
@@ -409,9 +394,6 @@ class RotateSecretPage(WebhooksOnly):
 
 class DeleteWebhookPage(WebhooksOnly):
     """GET /apps/<id>/webhooks/<wh>/delete: confirm; POST deletes."""
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, app_id: str, webhook_id: str) -> None:
         app = await self.my_app(app_id)

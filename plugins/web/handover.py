@@ -29,9 +29,6 @@ class HandoverPage(PageHandler):
 
     login_required = True
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         await self.show(row, FormErrors())

@@ -46,9 +46,6 @@ class InvitePage(PageHandler):
 
     rate_limit = "invites"
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def member_of_spent_invite(self, code: str, exc: ApiError) -> Any:
         """The community of an invite that no longer works, when the signed-in person is
         already its member (they used it, or joined otherwise): they are told that, not
@@ -143,9 +140,6 @@ class InvitesPage(PageHandler):
     (admins, moderators); the service checks and audits a refusal."""
 
     login_required = True
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)

@@ -104,9 +104,6 @@ class RoleFormPage(PageHandler):
 
     login_required = True
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, ident: str, name: str | None = None) -> None:
         row = await community_row(self, ident)
         values: dict[str, Any] = {"name": "", "description": "", "capabilities": [], "rows": []}
@@ -214,9 +211,6 @@ class RoleDeletePage(PageHandler):
     (its holders lose it), confirmed on its own page."""
 
     login_required = True
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, ident: str, name: str) -> None:
         row = await community_row(self, ident)
@@ -329,9 +323,6 @@ class BanPage(PageHandler):
 
     login_required = True
 
-    def form_page(self) -> str:
-        return self.request.path
-
     async def get(self, ident: str) -> None:
         row = await community_row(self, ident)
         who = self.get_query_argument("who", "") or ""
@@ -379,9 +370,6 @@ class UnbanPage(PageHandler):
     """GET/POST /c/<ident>/bans/<did>/unban: "Lift the ban on <name>?", then the list."""
 
     login_required = True
-
-    def form_page(self) -> str:
-        return self.request.path
 
     async def get(self, ident: str, member: str) -> None:
         row = await community_row(self, ident)
